@@ -1,0 +1,225 @@
+"""Training configuration: one dataclass shared by every scheme, and its presets.
+
+Units used throughout dqnlab:
+
+* **env step** -- one move on one board (a vectorised step of ``n_envs`` boards
+  counts ``n_envs`` env steps);
+* **update** -- one gradient step on one minibatch;
+* **episode** -- one game of 2048, from two tiles to game over or truncation;
+* **seconds** -- wall-clock time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TrainConfig", "PRESETS"]
+
+_ENCODINGS = ("onehot", "raw")
+_LOSSES = ("huber", "mse")
+_REWARD_TRANSFORMS = ("none", "log")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every hyperparameter of a DQN run, with its unit.
+
+    Every scheme takes the same ``TrainConfig``; scheme-specific knobs (worker
+    count, sync schedule, ...) are keyword arguments of :func:`dqnlab.train`.
+    Build one directly, or from a preset with :meth:`preset`.
+
+    Raises
+    ------
+    ValueError
+        If a field is outside its allowed range; the message names the field.
+
+    Notes
+    -----
+    The algorithm is DQN (Mnih et al. 2015, *Nature* 518:529) with the Double DQN
+    target (van Hasselt et al. 2016, AAAI) when ``double_dqn`` is true.
+    """
+
+    # --- budget -----------------------------------------------------------
+    total_env_steps: int | None = 200_000
+    """Budget in env steps, all boards and workers together; ``None`` = no step budget."""
+    max_seconds: float | None = None
+    """Budget in seconds of wall time; ``None`` = no time budget. The run ends at the first budget hit."""
+    seed: int = 0
+    """Random seed; worker ``k`` derives its own streams from ``(seed, k)``."""
+
+    # --- game -------------------------------------------------------------
+    n_envs: int = 16
+    """Boards each process steps at once (one batched forward pass per step)."""
+    max_moves: int | None = None
+    """Moves (env steps of one board) after which an episode is truncated; ``None`` = never."""
+    invalid_move_reward: float = 0.0
+    """Reward (points) for a move that changes nothing; the user's trainer used -25."""
+    mask_illegal: bool = True
+    """Act only among moves that change the board (exploration and greedy); False = all four."""
+
+    # --- network ----------------------------------------------------------
+    encoding: str = "onehot"
+    """Network input: ``"onehot"`` (16 cells x 18 exponents) or ``"raw"`` (16 tile values)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Units of each hidden ReLU layer of the Q-network."""
+    lr: float = 1e-3
+    """Adam learning rate (per update)."""
+
+    # --- DQN --------------------------------------------------------------
+    gamma: float = 0.99
+    """Discount per env step, in [0, 1]."""
+    buffer_size: int = 100_000
+    """Replay buffer capacity in transitions, per learner."""
+    batch_size: int = 128
+    """Transitions in one minibatch (one update)."""
+    learning_starts: int = 5_000
+    """Env steps (per learner) collected before the first update."""
+    replay_ratio: float = 8.0
+    """Minibatch samples trained on per env step (updates per env step x ``batch_size``)."""
+    target_update: int = 1_000
+    """Updates between target-network syncs; 0 = sync at the end of every episode (the user's trainer)."""
+    double_dqn: bool = True
+    """Use the Double DQN target (online net picks, target net evaluates)."""
+    loss: str = "huber"
+    """TD loss: ``"huber"`` (smooth L1, delta 1) or ``"mse"``."""
+    max_grad_norm: float | None = 10.0
+    """Clip the gradient's global L2 norm to this per update; ``None`` = no clipping."""
+    reward_transform: str = "none"
+    """Reward fed to the learner: ``"none"`` (merge points) or ``"log"`` (sign(r) log2(1 + |r|))."""
+
+    # --- exploration ------------------------------------------------------
+    epsilon_start: float = 1.0
+    """Epsilon of epsilon-greedy acting at the start, in [0, 1]."""
+    epsilon_end: float = 0.01
+    """Final epsilon, in [0, 1]."""
+    epsilon_decay_steps: int = 100_000
+    """Env steps (per learner) of linear decay from start to end; used when ``epsilon_decay_rate`` is None."""
+    epsilon_decay_rate: float | None = None
+    """If set, epsilon is multiplied by this after every update instead (the user's trainer: 0.995)."""
+
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Free-form notes kept with the run (not used by training)."""
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, allowed: str) -> None:
+            if not ok:
+                raise ValueError(
+                    f"TrainConfig.{name} must be {allowed}, got {getattr(self, name)!r}"
+                )
+
+        def is_int(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def is_num(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        need(self.total_env_steps is None or (is_int(self.total_env_steps) and self.total_env_steps >= 1),
+             "total_env_steps", "an integer >= 1 or None")
+        need(self.max_seconds is None or (is_num(self.max_seconds) and self.max_seconds > 0),
+             "max_seconds", "a number > 0 or None")
+        if self.total_env_steps is None and self.max_seconds is None:
+            raise ValueError("TrainConfig needs a budget: set total_env_steps and/or max_seconds")
+        need(is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
+        need(is_int(self.n_envs) and 1 <= self.n_envs <= 65_536, "n_envs", "an integer in 1..65536")
+        need(self.max_moves is None or (is_int(self.max_moves) and self.max_moves >= 1),
+             "max_moves", "an integer >= 1 or None")
+        need(is_num(self.invalid_move_reward), "invalid_move_reward", "a finite number")
+        need(self.encoding in _ENCODINGS, "encoding", f"one of {_ENCODINGS}")
+        need(isinstance(self.hidden, tuple) and len(self.hidden) >= 1
+             and all(is_int(h) and h >= 1 for h in self.hidden),
+             "hidden", "a non-empty tuple of integers >= 1")
+        need(is_num(self.lr) and self.lr > 0, "lr", "a number > 0")
+        need(is_num(self.gamma) and 0 <= self.gamma <= 1, "gamma", "a number in [0, 1]")
+        need(is_int(self.buffer_size) and self.buffer_size >= 1, "buffer_size", "an integer >= 1")
+        need(is_int(self.batch_size) and 1 <= self.batch_size <= self.buffer_size,
+             "batch_size", f"an integer in 1..buffer_size ({self.buffer_size})")
+        need(is_int(self.learning_starts) and self.learning_starts >= 0,
+             "learning_starts", "an integer >= 0")
+        need(is_num(self.replay_ratio) and self.replay_ratio >= 0, "replay_ratio", "a number >= 0")
+        need(is_int(self.target_update) and self.target_update >= 0, "target_update", "an integer >= 0")
+        need(isinstance(self.double_dqn, bool), "double_dqn", "True or False")
+        need(isinstance(self.mask_illegal, bool), "mask_illegal", "True or False")
+        need(self.loss in _LOSSES, "loss", f"one of {_LOSSES}")
+        need(self.max_grad_norm is None or (is_num(self.max_grad_norm) and self.max_grad_norm > 0),
+             "max_grad_norm", "a number > 0 or None")
+        need(self.reward_transform in _REWARD_TRANSFORMS, "reward_transform", f"one of {_REWARD_TRANSFORMS}")
+        for name in ("epsilon_start", "epsilon_end"):
+            need(is_num(getattr(self, name)) and 0 <= getattr(self, name) <= 1, name, "a number in [0, 1]")
+        need(is_int(self.epsilon_decay_steps) and self.epsilon_decay_steps >= 1,
+             "epsilon_decay_steps", "an integer >= 1")
+        need(self.epsilon_decay_rate is None
+             or (is_num(self.epsilon_decay_rate) and 0 < self.epsilon_decay_rate <= 1),
+             "epsilon_decay_rate", "a number in (0, 1] or None")
+
+    # ------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "TrainConfig":
+        """Return the named preset (see :data:`PRESETS`), with ``overrides`` applied.
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a preset, or an override is not a field or is out of range.
+        """
+        if name not in PRESETS:
+            raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
+        return cls.from_dict({**PRESETS[name], **overrides})
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        """Return a copy with ``changes`` applied (validated like the constructor)."""
+        return self.from_dict({**self.to_dict(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-serialisable dict (tuples become lists)."""
+        d = dataclasses.asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        """Build a config from :meth:`to_dict` output or keyword overrides.
+
+        Raises
+        ------
+        ValueError
+            If a key is not a field of TrainConfig, or a value is out of range.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}; allowed: {sorted(names)}")
+        d = dict(d)
+        if "hidden" in d and isinstance(d["hidden"], list):
+            d["hidden"] = tuple(d["hidden"])
+        return cls(**d)
+
+    @property
+    def updates_per_env_step(self) -> float:
+        """Updates owed per env step: ``replay_ratio / batch_size``."""
+        return self.replay_ratio / self.batch_size
+
+
+#: The presets. ``seed`` is the user's original trainer (``shared/seed/README.md``):
+#: dense 16-256-256-4 on the raw grid, Adam 1e-3, MSE, gamma 0.99, epsilon 0.9 -> 0.01
+#: (x0.995 per replay step), buffer 2,000, minibatch 64, one replay step per move, target
+#: copied at the end of each episode, 1,000-move cap, -25 for a move that changes nothing.
+#: ``default`` is tuned to learn 2048 on a 2-core CPU (see the README for its scores).
+PRESETS: dict[str, dict[str, Any]] = {
+    "seed": dict(
+        n_envs=1, max_moves=1_000, invalid_move_reward=-25.0, mask_illegal=False,
+        encoding="raw", hidden=(256, 256), lr=1e-3, gamma=0.99, buffer_size=2_000,
+        batch_size=64, learning_starts=64, replay_ratio=64.0, target_update=0,
+        double_dqn=False, loss="mse", max_grad_norm=None, reward_transform="none",
+        epsilon_start=0.9, epsilon_end=0.01, epsilon_decay_rate=0.995,
+    ),
+    "default": dict(
+        n_envs=32, max_moves=None, invalid_move_reward=0.0, mask_illegal=True,
+        encoding="onehot", hidden=(256, 256), lr=5e-4, gamma=0.99, buffer_size=200_000,
+        batch_size=256, learning_starts=10_000, replay_ratio=8.0, target_update=2_000,
+        double_dqn=True, loss="huber", max_grad_norm=10.0, reward_transform="log",
+        epsilon_start=1.0, epsilon_end=0.01, epsilon_decay_steps=200_000, epsilon_decay_rate=None,
+    ),
+}

@@ -1,0 +1,921 @@
+"""The game 2048: fast vectorised rules, a Gymnasium environment and a vector env.
+
+Rules (as in Gabriele Cirulli's original game, https://github.com/gabrielecirulli/2048):
+
+* The board is 4 x 4. It is stored as a ``(4, 4)`` ``numpy.uint8`` array of
+  log2 exponents: 0 is an empty cell and ``k`` is the tile ``2**k``
+  (``1 <= k <= MAX_EXPONENT = 17``, i.e. up to 131072).
+* Actions are ``UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3`` (the numbering of the
+  gymnasium-2048 package). Every tile slides toward the wall of the move;
+  equal tiles merge starting from that wall, and a tile created by a merge
+  does not merge again in the same move (``2 2 2 2`` left gives ``4 4 0 0``).
+* The reward of a move is the sum of the values of the merged tiles it
+  creates (``2 2`` -> ``4`` scores 4). A move that changes nothing scores 0,
+  spawns nothing and is *illegal*.
+* After a legal move one tile spawns on a uniformly chosen empty cell:
+  a 2 with probability 0.9, a 4 with probability 0.1. A game starts with two
+  spawned tiles and is over when no cell is empty and no two horizontal or
+  vertical neighbours can merge.
+* Two 131072 tiles do not merge (so boards never leave the exponent range);
+  they cannot both occur in real play, whose largest reachable tile is 131072.
+
+Moves are computed with lookup tables over the 65536 rows whose exponents are
+all <= 15 (each row packed into a 16-bit key of four 4-bit nibbles); rows with
+larger exponents take a slower vectorised fallback.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import NamedTuple
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
+N_ACTIONS = 4
+MAX_EXPONENT = 17
+ACTION_NAMES = ("up", "right", "down", "left")
+
+_SIZE = 4
+_P_FOUR = 0.1
+_TABLE_MAX = 15  # the largest exponent a 4-bit table key can hold
+_ENV_ID = "dqnlab/Game2048-v0"
+
+
+# --------------------------------------------------------------------------
+# Input validation
+# --------------------------------------------------------------------------
+
+def _check_boards(boards, name: str, ndim: int) -> np.ndarray:
+    """Return ``boards`` as a uint8 array after checking shape, dtype and range.
+
+    Parameters
+    ----------
+    boards : array_like
+        Exponent board(s).
+    name : str
+        Parameter name used in error messages.
+    ndim : int
+        2 for a single ``(4, 4)`` board, 3 for a batch ``(N, 4, 4)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``boards`` as uint8 (not copied when it already is uint8).
+
+    Raises
+    ------
+    ValueError
+        If the shape, dtype or exponent range is wrong.
+    """
+    arr = np.asarray(boards)
+    expected = "(4, 4)" if ndim == 2 else "(N, 4, 4)"
+    if arr.ndim != ndim or arr.shape[-2:] != (_SIZE, _SIZE):
+        raise ValueError(f"{name} must have shape {expected}, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} must have an integer dtype, got {arr.dtype}")
+    if arr.size and (arr.max() > MAX_EXPONENT
+                     or (np.issubdtype(arr.dtype, np.signedinteger) and arr.min() < 0)):
+        raise ValueError(f"{name} must hold log2 exponents in 0..{MAX_EXPONENT}, "
+                         f"got values in {arr.min()}..{arr.max()}")
+    return arr.astype(np.uint8, copy=False)
+
+
+def _check_action(action) -> int:
+    """Return ``action`` as an int in ``0..3``; raise ValueError otherwise."""
+    try:
+        value = operator.index(action)
+    except TypeError:
+        raise ValueError(f"action must be an integer in 0..3, got {action!r}") from None
+    if not 0 <= value < N_ACTIONS:
+        raise ValueError(f"action must be an integer in 0..3 (up, right, down, left), "
+                         f"got {value}")
+    return value
+
+
+def _check_actions(actions, n: int) -> np.ndarray:
+    """Return ``actions`` as an int64 array of shape ``(n,)`` with values in ``0..3``."""
+    arr = np.asarray(actions)
+    if arr.shape != (n,):
+        raise ValueError(f"actions must have shape ({n},), got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"actions must have an integer dtype, got {arr.dtype}")
+    if n and (arr.min() < 0 or arr.max() >= N_ACTIONS):
+        raise ValueError(f"actions must be in 0..3 (up, right, down, left), "
+                         f"got values in {arr.min()}..{arr.max()}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _check_rng(rng) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+
+
+def _check_max_moves(max_moves) -> None:
+    if max_moves is not None and (not isinstance(max_moves, (int, np.integer))
+                                  or max_moves < 1):
+        raise ValueError(f"max_moves must be None or an integer >= 1, got {max_moves!r}")
+
+
+# --------------------------------------------------------------------------
+# Line sliding and lookup tables
+# --------------------------------------------------------------------------
+
+def _compact(lines: np.ndarray) -> np.ndarray:
+    """Move the non-zero entries of each row of ``lines`` to the front, keeping order."""
+    order = np.argsort(lines == 0, axis=1, kind="stable")
+    return np.take_along_axis(lines, order, axis=1)
+
+
+def _slide_lines(lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slide and merge lines toward index 0 (the reference rule, vectorised).
+
+    Parameters
+    ----------
+    lines : numpy.ndarray
+        ``(M, 4)`` uint8 exponents.
+
+    Returns
+    -------
+    slid : numpy.ndarray
+        ``(M, 4)`` uint8 lines after the move.
+    reward : numpy.ndarray
+        ``(M,)`` int64 points scored by each line.
+    """
+    tiles = _compact(lines)
+    out = tiles.copy()
+    reward = np.zeros(len(lines), np.int64)
+    merged_before = np.zeros(len(lines), bool)
+    for j in range(_SIZE - 1):
+        a, b = tiles[:, j], tiles[:, j + 1]
+        merge = (a != 0) & (a == b) & (a < MAX_EXPONENT) & ~merged_before
+        out[merge, j] += 1
+        out[merge, j + 1] = 0
+        reward += np.where(merge, np.int64(2) << a.astype(np.int64), 0)
+        merged_before = merge
+    return _compact(out), reward
+
+
+def _build_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Slid lines and rewards for every 16-bit key, for both slide directions.
+
+    Returns
+    -------
+    lines : numpy.ndarray
+        ``(2 * 65536,)`` uint32; entry ``d * 65536 + key`` holds the 4 uint8
+        exponents of the slid line (in line order) packed into one word, where
+        ``key = l[0] | l[1] << 4 | l[2] << 8 | l[3] << 12`` and ``d`` is 0 for
+        a slide toward index 0 (left, up) and 1 toward index 3 (right, down).
+    rewards : numpy.ndarray
+        ``(2 * 65536,)`` uint32 points of the same slides.
+    """
+    keys = np.arange(1 << 16)
+    rows = ((keys[:, None] >> np.arange(0, 16, 4)) & 0xF).astype(np.uint8)
+    to_start, reward_start = _slide_lines(rows)
+    to_end, reward_end = _slide_lines(rows[:, ::-1])
+    lines = np.concatenate([to_start, to_end[:, ::-1]])
+    rewards = np.concatenate([reward_start, reward_end]).astype(np.uint32)
+    return np.ascontiguousarray(lines).view(np.uint32).ravel(), rewards
+
+
+_LINE_TABLE, _REWARD_TABLE = _build_tables()
+# Offset into the tables per action: toward index 3 for RIGHT and DOWN.
+_TABLE_OFFSET = np.array([0, 1, 1, 0], np.intp) << 16
+
+
+def _move_fallback(boards, actions, new, rewards) -> None:
+    """Recompute, in place in ``new`` and ``rewards``, the boards holding exponents > 15."""
+    big = (boards > _TABLE_MAX).any(axis=(1, 2))
+    for action in range(N_ACTIONS):
+        sel = np.flatnonzero(big & (actions == action))
+        if sel.size:
+            # Rotating counter-clockwise (action + 1) times turns the move into "left".
+            k = action + 1
+            lines = np.rot90(boards[sel], k, axes=(1, 2)).reshape(-1, _SIZE)
+            slid, line_rewards = _slide_lines(lines)
+            new[sel] = np.rot90(slid.reshape(-1, _SIZE, _SIZE), -k, axes=(1, 2))
+            rewards[sel] = line_rewards.reshape(-1, _SIZE).sum(axis=1)
+
+
+def _move_batch_unchecked(boards: np.ndarray, actions: np.ndarray):
+    """Apply one move to each board, without validation (the hot path).
+
+    Parameters
+    ----------
+    boards : numpy.ndarray
+        ``(N, 4, 4)`` uint8 valid exponent boards.
+    actions : numpy.ndarray
+        ``(N,)`` integer actions in ``0..3``.
+
+    Returns
+    -------
+    new_boards, rewards, changed
+        See :func:`move_batch`.
+    """
+    n = len(boards)
+    boards = np.ascontiguousarray(boards)
+    b = boards.astype(np.uint16)
+    row_keys = b[:, :, 0] | b[:, :, 1] << 4 | b[:, :, 2] << 8 | b[:, :, 3] << 12
+    col_keys = b[:, 0] | b[:, 1] << 4 | b[:, 2] << 8 | b[:, 3] << 12
+    vertical = (actions & 1) == 0  # UP, DOWN
+    idx = np.where(vertical[:, None], col_keys, row_keys).astype(np.intp)
+    idx += _TABLE_OFFSET[actions][:, None]
+    lines = _LINE_TABLE[idx].view(np.uint8).reshape(n, _SIZE, _SIZE)
+    new = np.where(vertical[:, None, None], lines.transpose(0, 2, 1), lines)
+    rewards = _REWARD_TABLE[idx].sum(axis=1, dtype=np.int64)
+    if n and boards.max() > _TABLE_MAX:
+        _move_fallback(boards, actions, new, rewards)
+    changed = (new.reshape(n, 2, 8).view(np.uint64)
+               != boards.reshape(n, 2, 8).view(np.uint64)).any(axis=(1, 2))
+    return new, rewards, changed
+
+
+def _mergeable(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: can neighbours ``a`` and ``b`` merge."""
+    return (a == b) & (a != 0) & (a < MAX_EXPONENT)
+
+
+def _legal_actions_unchecked(boards: np.ndarray) -> np.ndarray:
+    """``(N, 4)`` bool legal actions of valid uint8 boards ``(N, 4, 4)``."""
+    left, right = boards[:, :, :-1], boards[:, :, 1:]
+    top, bottom = boards[:, :-1, :], boards[:, 1:, :]
+    h_merge = _mergeable(left, right).any(axis=(1, 2))
+    v_merge = _mergeable(top, bottom).any(axis=(1, 2))
+    legal = np.empty((len(boards), N_ACTIONS), bool)
+    # A move toward a wall changes a line iff an empty cell lies wall-side of a tile.
+    legal[:, UP] = v_merge | ((top == 0) & (bottom != 0)).any(axis=(1, 2))
+    legal[:, DOWN] = v_merge | ((top != 0) & (bottom == 0)).any(axis=(1, 2))
+    legal[:, LEFT] = h_merge | ((left == 0) & (right != 0)).any(axis=(1, 2))
+    legal[:, RIGHT] = h_merge | ((left != 0) & (right == 0)).any(axis=(1, 2))
+    return legal
+
+
+def _is_game_over_unchecked(boards: np.ndarray) -> np.ndarray:
+    """``(N,)`` bool game-over flags of valid uint8 boards ``(N, 4, 4)``."""
+    full = (boards != 0).all(axis=(1, 2))
+    h_merge = _mergeable(boards[:, :, :-1], boards[:, :, 1:]).any(axis=(1, 2))
+    v_merge = _mergeable(boards[:, :-1, :], boards[:, 1:, :]).any(axis=(1, 2))
+    return full & ~h_merge & ~v_merge
+
+
+def _spawn_unchecked(boards: np.ndarray, rng: np.random.Generator, mask=None) -> None:
+    """Spawn one tile in place on each uint8 board where ``mask`` and a cell is empty."""
+    empty = boards.reshape(len(boards), -1) == 0
+    counts = empty.sum(axis=1)
+    active = counts > 0 if mask is None else (counts > 0) & mask
+    rows = np.flatnonzero(active)
+    if rows.size == 0:
+        return
+    nth = rng.integers(counts[rows])  # uniform index among each board's empty cells
+    cells = (np.cumsum(empty[rows], axis=1) > nth[:, None]).argmax(axis=1)
+    exponents = np.where(rng.random(rows.size) < _P_FOUR, 2, 1)
+    boards[rows, cells // _SIZE, cells % _SIZE] = exponents
+
+
+def _max_tiles(boards: np.ndarray) -> np.ndarray:
+    """``(N,)`` int64 largest tile values (0 for empty boards)."""
+    top = boards.max(axis=(1, 2)).astype(np.int64)
+    return np.where(top > 0, np.int64(1) << top, 0)
+
+
+# --------------------------------------------------------------------------
+# Public functional API
+# --------------------------------------------------------------------------
+
+def move(board, action) -> tuple[np.ndarray, int, bool]:
+    """Apply one move to a board, without spawning a tile.
+
+    Parameters
+    ----------
+    board : array_like
+        ``(4, 4)`` integer log2 exponents in ``0..17``; not modified.
+    action : int
+        ``UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3``.
+
+    Returns
+    -------
+    new_board : numpy.ndarray
+        ``(4, 4)`` uint8, a new array.
+    reward : int
+        Points scored: the sum of the tile values created by merges.
+    changed : bool
+        Whether the move changed the board (i.e. was legal).
+
+    Raises
+    ------
+    ValueError
+        If ``board`` or ``action`` is invalid.
+    """
+    board = _check_boards(board, "board", 2)
+    action = _check_action(action)
+    new, rewards, changed = _move_batch_unchecked(board[None], np.array([action]))
+    return new[0], int(rewards[0]), bool(changed[0])
+
+
+def move_batch(boards, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Apply one move to each of N boards, without spawning tiles.
+
+    Parameters
+    ----------
+    boards : array_like
+        ``(N, 4, 4)`` integer log2 exponents in ``0..17``; not modified.
+    actions : array_like
+        ``(N,)`` integer actions in ``0..3``, one per board.
+
+    Returns
+    -------
+    new_boards : numpy.ndarray
+        ``(N, 4, 4)`` uint8.
+    rewards : numpy.ndarray
+        ``(N,)`` int64 points per board.
+    changed : numpy.ndarray
+        ``(N,)`` bool, whether each board changed.
+
+    Raises
+    ------
+    ValueError
+        If ``boards`` or ``actions`` is invalid.
+    """
+    boards = _check_boards(boards, "boards", 3)
+    actions = _check_actions(actions, len(boards))
+    return _move_batch_unchecked(boards, actions)
+
+
+def legal_actions(board) -> np.ndarray:
+    """Legal actions of a board (an action is legal iff it changes the board).
+
+    Parameters
+    ----------
+    board : array_like
+        ``(4, 4)`` integer log2 exponents in ``0..17``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(4,)`` bool, indexed by action.
+
+    Raises
+    ------
+    ValueError
+        If ``board`` is invalid.
+    """
+    return _legal_actions_unchecked(_check_boards(board, "board", 2)[None])[0]
+
+
+def legal_actions_batch(boards) -> np.ndarray:
+    """Legal actions of N boards.
+
+    Parameters
+    ----------
+    boards : array_like
+        ``(N, 4, 4)`` integer log2 exponents in ``0..17``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(N, 4)`` bool, indexed by board then action.
+
+    Raises
+    ------
+    ValueError
+        If ``boards`` is invalid.
+    """
+    return _legal_actions_unchecked(_check_boards(boards, "boards", 3))
+
+
+def is_game_over(board) -> bool:
+    """Whether no move can change the board.
+
+    Parameters
+    ----------
+    board : array_like
+        ``(4, 4)`` integer log2 exponents in ``0..17``.
+
+    Returns
+    -------
+    bool
+        True when no cell is empty and no two neighbours can merge.
+
+    Raises
+    ------
+    ValueError
+        If ``board`` is invalid.
+    """
+    return bool(_is_game_over_unchecked(_check_boards(board, "board", 2)[None])[0])
+
+
+def is_game_over_batch(boards) -> np.ndarray:
+    """Game-over flags of N boards.
+
+    Parameters
+    ----------
+    boards : array_like
+        ``(N, 4, 4)`` integer log2 exponents in ``0..17``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(N,)`` bool.
+
+    Raises
+    ------
+    ValueError
+        If ``boards`` is invalid.
+    """
+    return _is_game_over_unchecked(_check_boards(boards, "boards", 3))
+
+
+def spawn(board, rng: np.random.Generator) -> np.ndarray:
+    """Return a copy of a board with one random tile added.
+
+    The tile goes to a uniformly chosen empty cell and is a 2 (exponent 1)
+    with probability 0.9, else a 4 (exponent 2).
+
+    Parameters
+    ----------
+    board : array_like
+        ``(4, 4)`` integer log2 exponents in ``0..17``; not modified.
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(4, 4)`` uint8 new board.
+
+    Raises
+    ------
+    ValueError
+        If ``board`` or ``rng`` is invalid or the board has no empty cell.
+    """
+    board = _check_boards(board, "board", 2).copy()
+    _check_rng(rng)
+    if board.all():
+        raise ValueError("board has no empty cell to spawn a tile on")
+    _spawn_unchecked(board[None], rng)
+    return board
+
+
+def spawn_batch(boards: np.ndarray, rng: np.random.Generator, mask=None) -> None:
+    """Spawn one random tile in place on each selected board (vectorised).
+
+    Boards without an empty cell are left unchanged.
+
+    Parameters
+    ----------
+    boards : numpy.ndarray
+        ``(N, 4, 4)`` uint8 exponent boards, modified in place.
+    rng : numpy.random.Generator
+        Source of randomness.
+    mask : array_like, optional
+        ``(N,)`` bool, the boards to spawn on (default: all).
+
+    Raises
+    ------
+    ValueError
+        If ``boards`` is not a uint8 ndarray of valid boards, or ``rng`` or
+        ``mask`` is invalid.
+    """
+    if not isinstance(boards, np.ndarray) or boards.dtype != np.uint8:
+        raise ValueError("boards must be a numpy.ndarray of dtype uint8 "
+                         "(it is modified in place)")
+    _check_boards(boards, "boards", 3)
+    _check_rng(rng)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != (len(boards),) or mask.dtype != bool:
+            raise ValueError(f"mask must be a bool array of shape ({len(boards)},), "
+                             f"got {mask.dtype} array of shape {mask.shape}")
+    _spawn_unchecked(boards, rng, mask)
+
+
+def new_boards(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Start ``n`` games: empty boards with two spawned tiles each.
+
+    Parameters
+    ----------
+    n : int
+        Number of boards, >= 0.
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, 4, 4)`` uint8.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is negative or ``rng`` is invalid.
+    """
+    if operator.index(n) < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    _check_rng(rng)
+    boards = np.zeros((n, _SIZE, _SIZE), np.uint8)
+    _spawn_unchecked(boards, rng)
+    _spawn_unchecked(boards, rng)
+    return boards
+
+
+def new_board(rng: np.random.Generator) -> np.ndarray:
+    """Start a game: an empty board with two spawned tiles.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(4, 4)`` uint8.
+
+    Raises
+    ------
+    ValueError
+        If ``rng`` is invalid.
+    """
+    return new_boards(1, rng)[0]
+
+
+def board_from_tiles(rows) -> np.ndarray:
+    """Build an exponent board from tile values.
+
+    Parameters
+    ----------
+    rows : array_like
+        4 x 4 nested lists (or array) of tile values: 0 for empty, else a
+        power of two from 2 to 131072.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(4, 4)`` uint8 log2 exponents.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is not 4 x 4 integers or holds a value that is not 0 or a
+        power of two in 2..131072.
+    """
+    tiles = np.asarray(rows)
+    if tiles.shape != (_SIZE, _SIZE) or not np.issubdtype(tiles.dtype, np.integer):
+        raise ValueError(f"rows must be 4 x 4 integer tile values, "
+                         f"got {tiles.dtype} array of shape {tiles.shape}")
+    tiles = tiles.astype(np.int64)
+    valid = (tiles == 0) | ((tiles >= 2) & (tiles <= 1 << MAX_EXPONENT)
+                            & (tiles & (tiles - 1) == 0))
+    if not valid.all():
+        raise ValueError(f"rows must hold 0 or powers of two in 2..{1 << MAX_EXPONENT}, "
+                         f"got {tiles[~valid].tolist()}")
+    return np.log2(np.maximum(tiles, 1)).astype(np.uint8)
+
+
+def board_to_tiles(board) -> np.ndarray:
+    """Tile values of an exponent board.
+
+    Parameters
+    ----------
+    board : array_like
+        ``(4, 4)`` integer log2 exponents in ``0..17``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(4, 4)`` int64 tile values (0 for empty cells).
+
+    Raises
+    ------
+    ValueError
+        If ``board`` is invalid.
+    """
+    exps = _check_boards(board, "board", 2).astype(np.int64)
+    return np.where(exps > 0, np.int64(1) << exps, 0)
+
+
+def max_tile(board) -> int:
+    """Value of the largest tile on a board (0 for an empty board).
+
+    Parameters
+    ----------
+    board : array_like
+        ``(4, 4)`` integer log2 exponents in ``0..17``.
+
+    Returns
+    -------
+    int
+        Tile value, e.g. 2048.
+
+    Raises
+    ------
+    ValueError
+        If ``board`` is invalid.
+    """
+    return int(_max_tiles(_check_boards(board, "board", 2)[None])[0])
+
+
+# --------------------------------------------------------------------------
+# Gymnasium environment
+# --------------------------------------------------------------------------
+
+class Game2048(gymnasium.Env):
+    """Single-game 2048 Gymnasium environment.
+
+    Observations are the ``(4, 4)`` uint8 exponent board; actions are
+    ``UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3``. The reward is the merge points of
+    the move as a float, or ``invalid_move_reward`` for a move that changes
+    nothing (no tile spawns then). ``terminated`` is game over after the spawn.
+
+    ``info`` always holds ``board`` (a copy), ``action_mask`` ((4,) int8 legal
+    actions of the returned board), ``score`` (cumulative points, int),
+    ``max_tile`` (tile value, int) and ``moves`` (moves made this episode,
+    illegal ones included).
+
+    Parameters
+    ----------
+    max_moves : int or None, optional
+        Truncate the episode after this many moves (illegal moves count, so a
+        repeated illegal move cannot loop forever). None: no limit.
+    invalid_move_reward : float, optional
+        Reward of a move that changes nothing (default 0.0).
+    render_mode : {None, "ansi", "rgb_array"}, optional
+        "ansi": :meth:`render` returns a text grid; "rgb_array": an
+        ``(H, W, 3)`` uint8 image.
+
+    Raises
+    ------
+    ValueError
+        If ``max_moves`` < 1 or ``render_mode`` is not supported.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(self, max_moves: int | None = None, invalid_move_reward: float = 0.0,
+                 render_mode: str | None = None):
+        _check_max_moves(max_moves)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of "
+                             f"{self.metadata['render_modes']}, got {render_mode!r}")
+        self.max_moves = max_moves
+        self.invalid_move_reward = float(invalid_move_reward)
+        self.render_mode = render_mode
+        self.observation_space = spaces.Box(0, MAX_EXPONENT, (_SIZE, _SIZE), np.uint8)
+        self.action_space = spaces.Discrete(N_ACTIONS)
+        self._board = np.zeros((_SIZE, _SIZE), np.uint8)
+        self._score = 0
+        self._moves = 0
+
+    def _info(self) -> dict:
+        return {
+            "board": self._board.copy(),
+            "action_mask": _legal_actions_unchecked(self._board[None])[0].astype(np.int8),
+            "score": self._score,
+            "max_tile": int(_max_tiles(self._board[None])[0]),
+            "moves": self._moves,
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start a new game.
+
+        Parameters
+        ----------
+        seed : int, optional
+            Seed of the environment's random generator.
+        options : dict, optional
+            Unused.
+
+        Returns
+        -------
+        observation : numpy.ndarray
+            ``(4, 4)`` uint8 board.
+        info : dict
+            See the class docstring.
+        """
+        super().reset(seed=seed)
+        self._board = new_board(self.np_random)
+        self._score = 0
+        self._moves = 0
+        return self._board.copy(), self._info()
+
+    def step(self, action):
+        """Play one move.
+
+        Parameters
+        ----------
+        action : int
+            ``UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3``.
+
+        Returns
+        -------
+        observation : numpy.ndarray
+            ``(4, 4)`` uint8 board after the move and spawn.
+        reward : float
+            Merge points, or ``invalid_move_reward`` if nothing changed.
+        terminated : bool
+            The game is over.
+        truncated : bool
+            ``max_moves`` moves were made and the game is not over.
+        info : dict
+            See the class docstring.
+
+        Raises
+        ------
+        ValueError
+            If ``action`` is not in 0..3.
+        """
+        action = _check_action(action)
+        new, points, changed = _move_batch_unchecked(self._board[None], np.array([action]))
+        if changed[0]:
+            _spawn_unchecked(new, self.np_random)
+        self._board = new[0]
+        self._score += int(points[0])
+        self._moves += 1
+        reward = float(points[0]) if changed[0] else self.invalid_move_reward
+        terminated = bool(_is_game_over_unchecked(new)[0])
+        truncated = (not terminated and self.max_moves is not None
+                     and self._moves >= self.max_moves)
+        return self._board.copy(), reward, terminated, truncated, self._info()
+
+    def set_board(self, board) -> None:
+        """Replace the current board (score and move count are kept).
+
+        Parameters
+        ----------
+        board : array_like
+            ``(4, 4)`` integer log2 exponents in ``0..17``.
+
+        Raises
+        ------
+        ValueError
+            If ``board`` is invalid.
+        """
+        self._board = _check_boards(board, "board", 2).copy()
+
+    def render(self):
+        """Render the current board.
+
+        Returns
+        -------
+        str or numpy.ndarray or None
+            A text grid of tile values ("ansi"), an ``(H, W, 3)`` uint8 image
+            ("rgb_array"), or None when ``render_mode`` is None.
+        """
+        if self.render_mode == "ansi":
+            tiles = board_to_tiles(self._board)
+            lines = [f"score: {self._score}  moves: {self._moves}"]
+            lines += ["".join(f"{t if t else '.':>7}" for t in row) for row in tiles]
+            return "\n".join(lines) + "\n"
+        if self.render_mode == "rgb_array":
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+
+            from dqnlab.plots import draw_board
+
+            fig = Figure(figsize=(4, 4), dpi=64)
+            canvas = FigureCanvasAgg(fig)
+            draw_board(self._board, ax=fig.add_axes((0, 0, 1, 1)))
+            canvas.draw()
+            return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
+        return None
+
+
+def register_env() -> None:
+    """Register ``Game2048`` with Gymnasium as ``"dqnlab/Game2048-v0"`` (idempotent)."""
+    if _ENV_ID not in gymnasium.registry:
+        gymnasium.register(id=_ENV_ID, entry_point="dqnlab.env:Game2048")
+
+
+# --------------------------------------------------------------------------
+# Vector environment
+# --------------------------------------------------------------------------
+
+class VecStep(NamedTuple):
+    """Result of :meth:`VecGame2048.step` (arrays over the ``n`` environments)."""
+
+    next_boards: np.ndarray
+    """(n, 4, 4) uint8 boards after each move and spawn, before any auto-reset."""
+    rewards: np.ndarray
+    """(n,) float32 merge points, or ``invalid_move_reward`` where unchanged."""
+    terminated: np.ndarray
+    """(n,) bool, the game is over."""
+    truncated: np.ndarray
+    """(n,) bool, ``max_moves`` reached and not terminated."""
+    boards: np.ndarray
+    """(n, 4, 4) uint8 boards to act on next (finished games replaced by new ones)."""
+    action_masks: np.ndarray
+    """(n, 4) bool legal actions of ``boards``."""
+    episode_scores: np.ndarray
+    """(n,) int64 final score of episodes that finished this step, else 0."""
+    episode_max_tiles: np.ndarray
+    """(n,) int64 final largest tile value of finished episodes, else 0."""
+    episode_moves: np.ndarray
+    """(n,) int64 move count of finished episodes, else 0."""
+
+
+class VecGame2048:
+    """N games of 2048 stepped together, with automatic reset of finished games.
+
+    Parameters
+    ----------
+    n_envs : int
+        Number of games, >= 1.
+    seed : int, optional
+        Seed of the numpy Generator ``rng`` used for all spawns.
+    max_moves : int or None, optional
+        Truncate an episode after this many moves (illegal ones included).
+    invalid_move_reward : float, optional
+        Reward of a move that changes nothing (default 0.0).
+
+    Attributes
+    ----------
+    boards : numpy.ndarray
+        ``(n, 4, 4)`` uint8 current boards.
+    scores : numpy.ndarray
+        ``(n,)`` int64 points of the current episodes.
+    moves : numpy.ndarray
+        ``(n,)`` int64 moves made in the current episodes.
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Raises
+    ------
+    ValueError
+        If ``n_envs`` < 1 or ``max_moves`` < 1.
+    """
+
+    def __init__(self, n_envs: int, seed: int | None = None, max_moves: int | None = None,
+                 invalid_move_reward: float = 0.0):
+        if not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
+            raise ValueError(f"n_envs must be an integer >= 1, got {n_envs!r}")
+        _check_max_moves(max_moves)
+        self.n_envs = int(n_envs)
+        self.max_moves = max_moves
+        self.invalid_move_reward = float(invalid_move_reward)
+        self.rng = np.random.default_rng(seed)
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Start new games in all environments.
+
+        Parameters
+        ----------
+        seed : int, optional
+            If given, reseed ``rng`` first.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n, 4, 4)`` uint8 copy of the new boards.
+        """
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.boards = new_boards(self.n_envs, self.rng)
+        self.scores = np.zeros(self.n_envs, np.int64)
+        self.moves = np.zeros(self.n_envs, np.int64)
+        return self.boards.copy()
+
+    def step(self, actions) -> VecStep:
+        """Play one move in every environment; reset the games that end.
+
+        Parameters
+        ----------
+        actions : array_like
+            ``(n,)`` integer actions in ``0..3``.
+
+        Returns
+        -------
+        VecStep
+            Named tuple of arrays; see :class:`VecStep`.
+
+        Raises
+        ------
+        ValueError
+            If ``actions`` has the wrong shape, dtype or range.
+        """
+        actions = _check_actions(actions, self.n_envs)
+        next_boards, points, changed = _move_batch_unchecked(self.boards, actions)
+        _spawn_unchecked(next_boards, self.rng, changed)
+        self.scores += points
+        self.moves += 1
+        rewards = np.where(changed, points, self.invalid_move_reward).astype(np.float32)
+        terminated = _is_game_over_unchecked(next_boards)
+        if self.max_moves is None:
+            truncated = np.zeros(self.n_envs, bool)
+        else:
+            truncated = ~terminated & (self.moves >= self.max_moves)
+        done = terminated | truncated
+        episode_scores = np.where(done, self.scores, 0)
+        episode_max_tiles = np.where(done, _max_tiles(next_boards), 0)
+        episode_moves = np.where(done, self.moves, 0)
+        boards = next_boards.copy()
+        if done.any():
+            boards[done] = new_boards(int(done.sum()), self.rng)
+            self.scores[done] = 0
+            self.moves[done] = 0
+        self.boards = boards
+        return VecStep(next_boards, rewards, terminated, truncated, boards.copy(),
+                       _legal_actions_unchecked(boards), episode_scores,
+                       episode_max_tiles, episode_moves)

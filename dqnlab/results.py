@@ -1,0 +1,194 @@
+"""RunResult: what a training run leaves behind, the same for every scheme."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .config import TrainConfig
+
+__all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION"]
+
+#: Columns of :attr:`RunResult.episodes`, one row per finished game.
+EPISODE_COLUMNS = ("worker", "episode", "env_steps", "wall_time_s", "score", "max_tile",
+                   "moves", "epsilon", "loss")
+#: Keys of :attr:`RunResult.time_split` (seconds).
+TIME_SPLIT_KEYS = ("acting", "learning", "communication")
+#: Version of the on-disk run format written by :meth:`RunResult.save`.
+FORMAT_VERSION = 1
+
+
+@dataclass
+class RunResult:
+    """The outcome of :func:`dqnlab.train`: episodes, speed, time split and weights.
+
+    Attributes
+    ----------
+    scheme : str
+        Scheme name (``"serial"``, ``"independent"``, ...).
+    config : TrainConfig
+    workers : int
+        Worker processes used.
+    episodes : pandas.DataFrame
+        One row per finished game, columns :data:`EPISODE_COLUMNS`: ``worker`` (index),
+        ``episode`` (per worker, from 0), ``env_steps`` (that worker's env steps when the
+        game ended), ``wall_time_s`` (seconds since the run started), ``score`` (points),
+        ``max_tile`` (tile value), ``moves`` (env steps of the game), ``epsilon``,
+        ``loss`` (last TD loss of that worker, NaN before learning starts).
+    env_steps, updates : int
+        Totals over all workers.
+    wall_time_s : float
+        Seconds from start to end of training.
+    time_split : dict of str to float
+        Seconds spent ``acting``, ``learning`` and in ``communication`` (sending and
+        receiving weights or data, waiting on locks or the slowest worker), summed
+        over workers (so it can exceed ``wall_time_s`` when workers run in parallel).
+    weights : dict of str to numpy.ndarray
+        Final online-network parameters (float32), loadable with
+        :meth:`dqnlab.DQNAgent.set_weights`.
+    history : pandas.DataFrame
+        Progress samples (``wall_time_s``, ``env_steps``, ``updates``) about once a
+        second: the data of the speed plot.
+    status : str
+        ``"completed"`` (budget reached), ``"stopped"`` (callback / Stop button) or
+        ``"interrupted"`` (KeyboardInterrupt).
+    options : dict
+        The scheme's keyword arguments (workers, sync schedule, ...).
+    extra : dict
+        Scheme-specific measurements (per-worker time split, divergence, lag, ...).
+    """
+
+    scheme: str
+    config: TrainConfig
+    workers: int
+    episodes: pd.DataFrame
+    env_steps: int
+    updates: int
+    wall_time_s: float
+    time_split: dict[str, float]
+    weights: dict[str, np.ndarray]
+    history: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["wall_time_s", "env_steps", "updates"]))
+    status: str = "completed"
+    options: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def env_steps_per_s(self) -> float:
+        """Throughput in env steps per second of wall time."""
+        return self.env_steps / self.wall_time_s if self.wall_time_s > 0 else math.nan
+
+    @property
+    def updates_per_s(self) -> float:
+        """Updates per second of wall time."""
+        return self.updates / self.wall_time_s if self.wall_time_s > 0 else math.nan
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready figures of the run (what ``summary.json`` holds).
+
+        Keys: scheme, workers, status, env_steps, updates, episodes, wall_time_s,
+        env_steps_per_s, updates_per_s, time_split (seconds), time_fraction (of the
+        split's total), score_mean / score_median / score_max (all episodes),
+        score_mean_last100, max_tile_max, options, extra, config, format_version.
+        """
+        scores = self.episodes["score"]
+        total = sum(self.time_split.values())
+
+        def num(x: float) -> float | None:
+            return None if x is None or not math.isfinite(x) else float(x)
+
+        return {
+            "format_version": FORMAT_VERSION, "scheme": self.scheme, "workers": self.workers,
+            "status": self.status, "env_steps": int(self.env_steps), "updates": int(self.updates),
+            "episodes": int(len(self.episodes)), "wall_time_s": num(self.wall_time_s),
+            "env_steps_per_s": num(self.env_steps_per_s), "updates_per_s": num(self.updates_per_s),
+            "time_split": {k: float(v) for k, v in self.time_split.items()},
+            "time_fraction": {k: (float(v) / total if total > 0 else None) for k, v in self.time_split.items()},
+            "score_mean": num(scores.mean()) if len(scores) else None,
+            "score_median": num(scores.median()) if len(scores) else None,
+            "score_max": int(scores.max()) if len(scores) else None,
+            "score_mean_last100": num(scores.tail(100).mean()) if len(scores) else None,
+            "max_tile_max": int(self.episodes["max_tile"].max()) if len(scores) else None,
+            "options": self.options, "extra": _jsonable(self.extra), "config": self.config.to_dict(),
+        }
+
+    def plot(self, window: int = 50):
+        """Reward vs wall time and vs env steps, and speed over time (matplotlib Figure)."""
+        from .plots import plot_run
+
+        return plot_run(self, window=window)
+
+    # ----------------------------------------------------------------- on disk
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``summary.json``, ``episodes.csv``, ``history.csv`` and ``weights.npz``.
+
+        Each file is written to a temporary name and renamed, so a crash never leaves
+        a half-written file. Returns the directory.
+        """
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        _atomic_write(d / "summary.json", lambda f: f.write(json.dumps(self.summary(), indent=2).encode()))
+        _atomic_write(d / "episodes.csv", lambda f: self.episodes.to_csv(f, index=False))
+        _atomic_write(d / "history.csv", lambda f: self.history.to_csv(f, index=False))
+        _atomic_write(d / "weights.npz", lambda f: np.savez(f, **self.weights))
+        return d
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "RunResult":
+        """Read a run written by :meth:`save`.
+
+        Raises
+        ------
+        ValueError
+            If ``directory`` holds no run, or one of another format version.
+        """
+        d = Path(directory)
+        if not (d / "summary.json").is_file() or not (d / "weights.npz").is_file():
+            raise ValueError(f"{str(d)!r} is not a dqnlab run directory (no summary.json / weights.npz)")
+        s = json.loads((d / "summary.json").read_text())
+        if s.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"run {str(d)!r} has format_version {s.get('format_version')!r}; "
+                             f"this dqnlab reads version {FORMAT_VERSION}")
+        with np.load(d / "weights.npz") as z:
+            weights = {k: z[k] for k in z.files}
+        history_path = d / "history.csv"
+        return cls(
+            scheme=s["scheme"], config=TrainConfig.from_dict(s["config"]), workers=s["workers"],
+            episodes=pd.read_csv(d / "episodes.csv"), env_steps=s["env_steps"], updates=s["updates"],
+            wall_time_s=s["wall_time_s"] or 0.0, time_split=s["time_split"], weights=weights,
+            history=pd.read_csv(history_path) if history_path.is_file() else pd.DataFrame(),
+            status=s["status"], options=s.get("options", {}), extra=s.get("extra", {}),
+        )
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    return x

@@ -1,0 +1,70 @@
+"""``serial``: one process, one learner -- the baseline every scheme is measured against.
+
+The DQN algorithm of Mnih et al. (2015) made fast on one process: ``n_envs`` boards
+stepped at once, batched updates at a fixed replay ratio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..config import TrainConfig
+from ..results import RunResult
+from .base import Learner, RunLoop, episodes_frame, recent_score
+
+__all__ = ["run"]
+
+
+def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
+        callback: Callable[[RunResult], Any] | None = None) -> RunResult:
+    """Train one DQN learner in this process until the budget of ``config`` is spent.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    workers : int
+        Must be 1 (serial is one process).
+    progress : bool
+        Show a progress bar.
+    callback : callable, optional
+        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+
+    Returns
+    -------
+    RunResult
+        ``time_split`` has ``acting`` and ``learning``; ``communication`` is 0.
+        KeyboardInterrupt ends the run early with ``status="interrupted"`` and
+        everything gathered so far.
+
+    Raises
+    ------
+    ValueError
+        If ``workers`` is not 1.
+    """
+    if workers != 1:
+        raise ValueError(f"workers must be 1 for the serial scheme, got {workers!r}")
+    learner = Learner(config)
+    loop = RunLoop(config, progress=progress, callback=callback,
+                   snapshot=lambda: _result(learner, loop))
+    learner.clock0 = loop.t0
+    try:
+        while not loop.done:
+            learner.run(loop.chunk_steps(config.n_envs), loop.deadline)
+            loop.report(learner.env_steps, learner.updates, recent_score(learner.episodes))
+    except KeyboardInterrupt:
+        loop.interrupt()
+    finally:
+        loop.close()
+    return _result(learner, loop)
+
+
+def _result(learner: Learner, loop: RunLoop) -> RunResult:
+    import pandas as pd
+
+    return RunResult(
+        scheme="serial", config=learner.config, workers=1, episodes=episodes_frame(learner.episodes),
+        env_steps=learner.env_steps, updates=learner.updates, wall_time_s=loop.elapsed,
+        time_split={**learner.timing, "communication": 0.0}, weights=learner.agent.get_weights(),
+        history=pd.DataFrame(loop.history), status=loop.status,
+    )
