@@ -39,6 +39,7 @@ MAX_EXPONENT = 17
 ACTION_NAMES = ("up", "right", "down", "left")
 
 _SIZE = 4
+_CELLS = _SIZE * _SIZE
 _P_FOUR = 0.1
 _TABLE_MAX = 15  # the largest exponent a 4-bit table key can hold
 _ENV_ID = "dqnlab/Game2048-v0"
@@ -222,56 +223,68 @@ def _move_batch_unchecked(boards: np.ndarray, actions: np.ndarray):
     vertical = (actions & 1) == 0  # UP, DOWN
     idx = np.where(vertical[:, None], col_keys, row_keys).astype(np.intp)
     idx += _TABLE_OFFSET[actions][:, None]
-    lines = _LINE_TABLE[idx].view(np.uint8).reshape(n, _SIZE, _SIZE)
-    new = np.where(vertical[:, None, None], lines.transpose(0, 2, 1), lines)
-    rewards = _REWARD_TABLE[idx].sum(axis=1, dtype=np.int64)
+    new = _LINE_TABLE[idx].view(np.uint8).reshape(n, _SIZE, _SIZE)  # one line per row
+    new[vertical] = new[vertical].transpose(0, 2, 1)
+    points = _REWARD_TABLE[idx]
+    rewards = (points[:, 0] + points[:, 1] + points[:, 2] + points[:, 3]).astype(np.int64)
     if n and boards.max() > _TABLE_MAX:
         _move_fallback(boards, actions, new, rewards)
-    changed = (new.reshape(n, 2, 8).view(np.uint64)
-               != boards.reshape(n, 2, 8).view(np.uint64)).any(axis=(1, 2))
-    return new, rewards, changed
+    # Compare each 16-byte board as two 64-bit words.
+    differs = new.reshape(n, _CELLS).view(np.uint64) != boards.reshape(n, _CELLS).view(np.uint64)
+    return new, rewards, differs[:, 0] | differs[:, 1]
 
 
-def _mergeable(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise: can neighbours ``a`` and ``b`` merge."""
-    return (a == b) & (a != 0) & (a < MAX_EXPONENT)
+# Flat cell i pairs with its right neighbour i + 1 / its lower neighbour i + 4.
+_ROW_PAIRS = np.arange(_CELLS) % _SIZE != _SIZE - 1
+_COL_PAIRS = np.arange(_CELLS) < _CELLS - _SIZE
 
 
 def _legal_actions_unchecked(boards: np.ndarray) -> np.ndarray:
-    """``(N, 4)`` bool legal actions of valid uint8 boards ``(N, 4, 4)``."""
-    left, right = boards[:, :, :-1], boards[:, :, 1:]
-    top, bottom = boards[:, :-1, :], boards[:, 1:, :]
-    h_merge = _mergeable(left, right).any(axis=(1, 2))
-    v_merge = _mergeable(top, bottom).any(axis=(1, 2))
-    legal = np.empty((len(boards), N_ACTIONS), bool)
-    # A move toward a wall changes a line iff an empty cell lies wall-side of a tile.
-    legal[:, UP] = v_merge | ((top == 0) & (bottom != 0)).any(axis=(1, 2))
-    legal[:, DOWN] = v_merge | ((top != 0) & (bottom == 0)).any(axis=(1, 2))
-    legal[:, LEFT] = h_merge | ((left == 0) & (right != 0)).any(axis=(1, 2))
-    legal[:, RIGHT] = h_merge | ((left != 0) & (right == 0)).any(axis=(1, 2))
-    return legal
+    """``(N, 4)`` bool legal actions of valid uint8 boards ``(N, 4, 4)``.
+
+    A move toward a wall changes the board iff some neighbour pair can merge,
+    or has an empty cell on the wall side of a tile.
+    """
+    n = len(boards)
+    flat = np.ascontiguousarray(boards).reshape(-1)
+    # pair_flags[action, p]: the pair starting at flat cell p makes action legal.
+    pair_flags = np.zeros((N_ACTIONS, flat.size), bool)
+    for step, toward_first, toward_second in ((1, LEFT, RIGHT), (_SIZE, UP, DOWN)):
+        first, second = flat[:-step], flat[step:]
+        first_empty, second_empty = first == 0, second == 0
+        merge = (first == second) & ~first_empty & (first < MAX_EXPONENT)
+        np.logical_or(merge, first_empty & ~second_empty, out=pair_flags[toward_first, :-step])
+        np.logical_or(merge, second_empty & ~first_empty, out=pair_flags[toward_second, :-step])
+    pair_flags = pair_flags.reshape(N_ACTIONS, n, _CELLS)
+    pair_flags[[LEFT, RIGHT]] &= _ROW_PAIRS  # drop pairs that wrap to the next row or board
+    pair_flags[[UP, DOWN]] &= _COL_PAIRS
+    words = pair_flags.view(np.uint64)  # (4, N, 2): any flag set among a board's 16 pairs
+    return ((words[:, :, 0] | words[:, :, 1]) != 0).T.copy()
 
 
 def _is_game_over_unchecked(boards: np.ndarray) -> np.ndarray:
     """``(N,)`` bool game-over flags of valid uint8 boards ``(N, 4, 4)``."""
-    full = (boards != 0).all(axis=(1, 2))
-    h_merge = _mergeable(boards[:, :, :-1], boards[:, :, 1:]).any(axis=(1, 2))
-    v_merge = _mergeable(boards[:, :-1, :], boards[:, 1:, :]).any(axis=(1, 2))
-    return full & ~h_merge & ~v_merge
+    return ~_legal_actions_unchecked(boards).any(axis=1)
 
 
 def _spawn_unchecked(boards: np.ndarray, rng: np.random.Generator, mask=None) -> None:
-    """Spawn one tile in place on each uint8 board where ``mask`` and a cell is empty."""
-    empty = boards.reshape(len(boards), -1) == 0
-    counts = empty.sum(axis=1)
-    active = counts > 0 if mask is None else (counts > 0) & mask
-    rows = np.flatnonzero(active)
-    if rows.size == 0:
-        return
-    nth = rng.integers(counts[rows])  # uniform index among each board's empty cells
-    cells = (np.cumsum(empty[rows], axis=1) > nth[:, None]).argmax(axis=1)
-    exponents = np.where(rng.random(rows.size) < _P_FOUR, 2, 1)
-    boards[rows, cells // _SIZE, cells % _SIZE] = exponents
+    """Spawn a tile in place on each board where ``mask`` holds and a cell is empty.
+
+    ``boards`` is a C-contiguous uint8 ``(N, 4, 4)`` array.
+    """
+    n = len(boards)
+    cells = boards.reshape(n, _CELLS)  # a view, as boards is C-contiguous
+    # running[p, i]: empty cells among cells 0..p of board i; laid out (16, N)
+    # so that the running sum is 15 vector additions.
+    running = np.ascontiguousarray((cells == 0).T, dtype=np.uint8)
+    for p in range(1, _CELLS):
+        running[p] += running[p - 1]
+    counts = running[-1]
+    nth = (rng.random(n) * counts).astype(np.uint8)  # uniform in 0..counts-1
+    # The (nth + 1)-th empty cell is the first cell whose running count exceeds nth.
+    target = (running <= nth).sum(axis=0, dtype=np.uint8)
+    rows = np.flatnonzero(counts > 0 if mask is None else (counts > 0) & mask)
+    cells[rows, target[rows]] = np.where(rng.random(rows.size) < _P_FOUR, 2, 1)
 
 
 def _max_tiles(boards: np.ndarray) -> np.ndarray:
@@ -466,7 +479,7 @@ def spawn_batch(boards: np.ndarray, rng: np.random.Generator, mask=None) -> None
     Parameters
     ----------
     boards : numpy.ndarray
-        ``(N, 4, 4)`` uint8 exponent boards, modified in place.
+        ``(N, 4, 4)`` uint8 C-contiguous exponent boards, modified in place.
     rng : numpy.random.Generator
         Source of randomness.
     mask : array_like, optional
@@ -475,12 +488,13 @@ def spawn_batch(boards: np.ndarray, rng: np.random.Generator, mask=None) -> None
     Raises
     ------
     ValueError
-        If ``boards`` is not a uint8 ndarray of valid boards, or ``rng`` or
-        ``mask`` is invalid.
+        If ``boards`` is not a writeable C-contiguous uint8 ndarray of valid
+        boards, or ``rng`` or ``mask`` is invalid.
     """
-    if not isinstance(boards, np.ndarray) or boards.dtype != np.uint8:
-        raise ValueError("boards must be a numpy.ndarray of dtype uint8 "
-                         "(it is modified in place)")
+    if (not isinstance(boards, np.ndarray) or boards.dtype != np.uint8
+            or not boards.flags.c_contiguous or not boards.flags.writeable):
+        raise ValueError("boards must be a writeable C-contiguous numpy.ndarray of "
+                         "dtype uint8 (it is modified in place)")
     _check_boards(boards, "boards", 3)
     _check_rng(rng)
     if mask is not None:
@@ -734,10 +748,11 @@ class Game2048(gymnasium.Env):
         self._score += int(points[0])
         self._moves += 1
         reward = float(points[0]) if changed[0] else self.invalid_move_reward
-        terminated = bool(_is_game_over_unchecked(new)[0])
+        info = self._info()
+        terminated = not info["action_mask"].any()
         truncated = (not terminated and self.max_moves is not None
                      and self._moves >= self.max_moves)
-        return self._board.copy(), reward, terminated, truncated, self._info()
+        return self._board.copy(), reward, terminated, truncated, info
 
     def set_board(self, board) -> None:
         """Replace the current board (score and move count are kept).
@@ -901,7 +916,8 @@ class VecGame2048:
         self.scores += points
         self.moves += 1
         rewards = np.where(changed, points, self.invalid_move_reward).astype(np.float32)
-        terminated = _is_game_over_unchecked(next_boards)
+        action_masks = _legal_actions_unchecked(next_boards)
+        terminated = ~action_masks.any(axis=1)
         if self.max_moves is None:
             truncated = np.zeros(self.n_envs, bool)
         else:
@@ -912,10 +928,11 @@ class VecGame2048:
         episode_moves = np.where(done, self.moves, 0)
         boards = next_boards.copy()
         if done.any():
-            boards[done] = new_boards(int(done.sum()), self.rng)
+            fresh = new_boards(int(done.sum()), self.rng)
+            boards[done] = fresh
+            action_masks[done] = _legal_actions_unchecked(fresh)
             self.scores[done] = 0
             self.moves[done] = 0
         self.boards = boards
         return VecStep(next_boards, rewards, terminated, truncated, boards.copy(),
-                       _legal_actions_unchecked(boards), episode_scores,
-                       episode_max_tiles, episode_moves)
+                       action_masks, episode_scores, episode_max_tiles, episode_moves)

@@ -1,0 +1,114 @@
+import numpy as np
+import pytest
+import torch
+
+from dqnlab import DQNAgent, QNetwork, ReplayBuffer, TrainConfig, VecGame2048
+from dqnlab.agent import transform_rewards
+from dqnlab.env import legal_actions_batch
+
+
+def _filled(config, n=256, seed=0):
+    buf = ReplayBuffer(max(n, config.batch_size), seed=seed)
+    env = VecGame2048(32, seed=seed)
+    rng = np.random.default_rng(seed)
+    boards = env.boards
+    while len(buf) < n:
+        actions = rng.integers(0, 4, 32)
+        out = env.step(actions)
+        buf.add_batch(boards, actions, out.rewards, out.next_boards, out.terminated,
+                      legal_actions_batch(out.next_boards))
+        boards = out.boards
+    return buf
+
+
+@pytest.fixture
+def config():
+    return TrainConfig(hidden=(16,), batch_size=32, target_update=3, lr=1e-2)
+
+
+def test_network_shapes():
+    boards = torch.zeros((5, 4, 4), dtype=torch.uint8)
+    assert QNetwork("onehot", (8, 8))(boards).shape == (5, 4)
+    assert QNetwork("raw", (8,))(boards).shape == (5, 4)
+    with pytest.raises(ValueError, match="encoding"):
+        QNetwork("pixels")
+
+
+def test_acting_picks_only_legal_moves(config):
+    agent = DQNAgent(config, seed=0)
+    env = VecGame2048(64, seed=1)
+    masks = legal_actions_batch(env.boards)
+    masks[:, 0] = False  # forbid "up" everywhere to make the test bite
+    masks[np.arange(64), np.arange(64) % 4 | 1] = True
+    for eps in (0.0, 0.5, 1.0):
+        actions = agent.act(env.boards, masks, eps)
+        assert masks[np.arange(64), actions].all()
+
+
+def test_td_targets_are_double_dqn_over_legal_moves(config):
+    agent = DQNAgent(config, seed=0)
+    agent.target.mlp[-1].bias.data += torch.arange(4.0)  # make target and online nets differ
+    batch = _filled(config).sample(32)
+    y = agent.td_targets(batch).numpy()
+    with torch.no_grad():
+        nb = torch.from_numpy(batch.next_boards)
+        q_online, q_target = agent.online(nb).numpy(), agent.target(nb).numpy()
+    best = np.where(batch.next_masks, q_online, -np.inf).argmax(1)
+    v = q_target[np.arange(32), best]
+    v[batch.dones | ~batch.next_masks.any(1)] = 0
+    np.testing.assert_allclose(y, batch.rewards + config.gamma * v, rtol=1e-6)
+
+
+def test_update_fits_a_fixed_batch_and_syncs_target(config):
+    agent = DQNAgent(config, seed=0)
+    batch = _filled(config).sample(32)
+    for i in range(1, 7):
+        agent.update(batch)
+        same = all(torch.equal(a, b) for a, b in zip(agent.online.parameters(), agent.target.parameters()))
+        assert same == (i % config.target_update == 0), i
+    assert agent.updates == 6
+    fitter = DQNAgent(config.replace(target_update=1_000), seed=0)  # fixed target: plain regression
+    before = fitter.loss(batch).item()
+    for _ in range(30):
+        fitter.update(batch)
+    assert fitter.loss(batch).item() < 0.5 * before
+
+
+def test_non_finite_loss_raises_and_keeps_weights(config):
+    agent = DQNAgent(config, seed=0)
+    batch = _filled(config).sample(32)
+    batch.rewards[0] = np.nan
+    w = agent.get_weights()
+    with pytest.raises(FloatingPointError, match="update 1"):
+        agent.update(batch)
+    assert all(np.array_equal(w[k], v) for k, v in agent.get_weights().items())
+
+
+def test_legacy_update_matches_batched_update_on_one_transition():
+    # MSE over four outputs vs over the taken action differs by a factor 4; Adam's step
+    # does not depend on the loss scale, so one step of each must agree.
+    config = TrainConfig(hidden=(16,), batch_size=1, buffer_size=10, double_dqn=False, mask_illegal=False,
+                         loss="mse", max_grad_norm=None, target_update=0)
+    buf = _filled(config, n=1)
+    batch = buf.sample(1)
+    a, b = DQNAgent(config, seed=3), DQNAgent(config, seed=3)
+    a.legacy_update(batch)
+    b.update(batch)
+    for k, v in a.get_weights().items():
+        np.testing.assert_allclose(v, b.get_weights()[k], atol=1e-6)
+
+
+def test_weights_round_trip_and_shape_check(config):
+    a, b = DQNAgent(config, seed=0), DQNAgent(config, seed=1)
+    b.set_weights(a.get_weights(), target=True)
+    boards = VecGame2048(8, seed=0).boards
+    np.testing.assert_array_equal(a.q_values(boards), b.q_values(boards))
+    with pytest.raises(ValueError, match="shapes"):
+        DQNAgent(config.replace(hidden=(8,))).set_weights(a.get_weights())
+
+
+def test_log_reward_transform():
+    c = TrainConfig(reward_transform="log")
+    np.testing.assert_allclose(transform_rewards(c, np.array([0, 4, 2048, -25])), [0, np.log2(5), np.log2(2049), -np.log2(26)],
+                               rtol=1e-6)
+    assert transform_rewards(TrainConfig(), np.array([4.0]))[0] == 4.0

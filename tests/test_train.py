@@ -1,0 +1,131 @@
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dqnlab
+from dqnlab import RunResult, TrainConfig, evaluate, train
+from dqnlab.results import EPISODE_COLUMNS
+
+
+def test_serial_run_accounts_for_every_step_and_update(tiny_config):
+    run = train("serial", tiny_config, progress=False)
+    c = tiny_config
+    assert run.status == "completed"
+    assert run.env_steps == c.total_env_steps  # 2000 is a multiple of n_envs
+    expected_updates = (run.env_steps - c.learning_starts) * c.replay_ratio / c.batch_size
+    assert abs(run.updates - expected_updates) <= c.n_envs * c.updates_per_env_step + 1
+    assert list(run.episodes.columns) == list(EPISODE_COLUMNS)
+    assert len(run.episodes) > 0
+    assert (run.episodes["score"] >= 0).all() and run.episodes["wall_time_s"].is_monotonic_increasing
+    assert run.episodes["env_steps"].max() <= run.env_steps
+    assert set(run.time_split) == {"acting", "learning", "communication"}
+    assert 0 < run.time_split["acting"] + run.time_split["learning"] <= run.wall_time_s * 1.05
+    assert run.history["env_steps"].is_monotonic_increasing and run.history["env_steps"].iloc[-1] == run.env_steps
+    # max_tile is a tile value, consistent with the score
+    assert set(np.log2(run.episodes["max_tile"])) <= set(range(1, 18))
+
+
+def test_serial_is_deterministic_for_a_seed(tiny_config):
+    a = train("serial", tiny_config, progress=False)
+    b = train("serial", tiny_config, progress=False)
+    c = train("serial", tiny_config.replace(seed=1), progress=False)
+    assert a.episodes["score"].tolist() == b.episodes["score"].tolist()
+    assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
+    assert a.episodes["score"].tolist() != c.episodes["score"].tolist()
+
+
+def test_time_budget_ends_the_run(tiny_config):
+    run = train("serial", tiny_config.replace(total_env_steps=None, max_seconds=1.0), progress=False)
+    assert run.status == "completed" and 0.9 < run.wall_time_s < 3.0
+
+
+def test_callback_stops_and_keeps_data(tiny_config):
+    seen = []
+
+    def cb(snapshot):
+        seen.append(snapshot.env_steps)
+        return True
+
+    run = train("serial", tiny_config.replace(total_env_steps=10**7), progress=False, callback=cb)
+    assert run.status == "stopped" and len(seen) == 1 and run.env_steps >= seen[0] > 0
+
+
+def test_keyboard_interrupt_keeps_what_was_gathered(tiny_config):
+    def cb(snapshot):
+        if snapshot.env_steps > 0:
+            raise KeyboardInterrupt
+
+    run = train("serial", tiny_config.replace(total_env_steps=10**7), progress=False, callback=cb)
+    assert run.status == "interrupted" and run.env_steps > 0 and run.weights
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(scheme="tabular"), "scheme must be one of"),
+    (dict(workers=0), "workers must be an integer >= 1"),
+    (dict(sync="periodic"), "does not take option"),
+    (dict(config={"batch_size": 3}), "config must be a TrainConfig"),
+])
+def test_train_rejects_bad_input(kwargs, match, tiny_config):
+    args = {"scheme": "serial", "config": tiny_config, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        train(args.pop("scheme"), args.pop("config"), progress=False, **args)
+
+
+def test_save_load_round_trip(tmp_path, tiny_config):
+    run = train("serial", tiny_config, progress=False)
+    run.save(tmp_path / "r")
+    back = RunResult.load(tmp_path / "r")
+    assert back.config == run.config and back.env_steps == run.env_steps and back.status == run.status
+    pd.testing.assert_frame_equal(back.episodes, run.episodes, check_dtype=False)
+    assert all(np.array_equal(back.weights[k], run.weights[k]) for k in run.weights)
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    for key in ("scheme", "workers", "env_steps", "updates", "episodes", "wall_time_s", "env_steps_per_s",
+                "updates_per_s", "time_split", "score_mean", "score_max"):
+        assert key in s
+    assert not list((tmp_path / "r").glob("*.tmp"))
+    fig = back.plot()
+    assert len(fig.axes) >= 3
+
+
+def test_load_rejects_what_is_not_a_run(tmp_path, tiny_config):
+    with pytest.raises(ValueError, match="not a dqnlab run"):
+        RunResult.load(tmp_path)
+    run = train("serial", tiny_config.replace(total_env_steps=200), progress=False)
+    run.save(tmp_path / "r")
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    s["format_version"] = 999
+    (tmp_path / "r" / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(ValueError, match="format_version"):
+        RunResult.load(tmp_path / "r")
+
+
+def test_reference_policies_rank_as_published():
+    random = evaluate("random", games=150, seed=0).summary()
+    corner = evaluate("corner", games=150, seed=0).summary()
+    assert 800 < random["score_mean"] < 1500  # about 1,100 in public results
+    assert corner["score_mean"] > 1.5 * random["score_mean"]  # about 2,500
+    assert sum(random["max_tile_counts"].values()) == 150
+    assert random["reach_2048"] == 0.0
+
+
+def test_evaluate_greedy_agent_is_reproducible(tiny_config):
+    run = train("serial", tiny_config.replace(total_env_steps=400), progress=False)
+    a, b = evaluate(run, games=20, seed=3), evaluate(run.weights, games=20, seed=3, config=run.config)
+    assert np.array_equal(a.scores, b.scores) and len(a.scores) == 20
+    s = a.summary()
+    assert s["reach_2048"] <= s["reach_1024"] <= s["reach_512"]
+    with pytest.raises(ValueError, match="games must be"):
+        evaluate("random", games=0)
+    with pytest.raises(ValueError, match="policy must be one of"):
+        evaluate("greedy-ish")
+
+
+def test_public_api_is_documented():
+    for name in dqnlab.__all__:
+        obj = getattr(dqnlab, name)
+        if callable(obj):
+            assert obj.__doc__ and len(obj.__doc__) > 40, name
+    assert math.isfinite(TrainConfig().updates_per_env_step)
