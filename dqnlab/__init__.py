@@ -9,9 +9,17 @@ The public API, grouped by purpose:
 * results: :class:`RunResult`, :func:`evaluate`, :class:`EvalResult`.
 """
 
-from .agent import DQNAgent, QNetwork
-from .config import PRESETS, TrainConfig
-from .env import (
+import os
+
+# PyTorch's OpenMP threads spin while waiting for work. On a small machine where anything
+# else runs (another worker, a notebook, a test), spinning threads starve each other and a
+# 2-thread update can run 10x slower than a 1-thread one; passive waiting avoids that.
+# It only takes effect if torch is not imported yet; a value set by the user wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from .agent import DQNAgent, QNetwork  # noqa: E402
+from .config import PRESETS, TrainConfig  # noqa: E402
+from .env import (  # noqa: E402
     Game2048,
     VecGame2048,
     is_game_over,
@@ -22,10 +30,10 @@ from .env import (
     register_env,
     spawn,
 )
-from .evaluation import EvalResult, evaluate
-from .replay import Minibatch, ReplayBuffer
-from .results import RunResult
-from .schemes import SCHEMES, train
+from .evaluation import EvalResult, evaluate  # noqa: E402
+from .replay import Minibatch, ReplayBuffer  # noqa: E402
+from .results import RunResult  # noqa: E402
+from .schemes import SCHEMES, train  # noqa: E402
 
 register_env()
 
