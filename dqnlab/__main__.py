@@ -1,9 +1,10 @@
-"""Command line: ``python -m dqnlab {train,evaluate,bench} ...`` (``--help`` on each)."""
+"""Command line: ``python -m dqnlab {train,evaluate,bench,reproduce} ...`` (``--help`` on each)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -12,34 +13,31 @@ from typing import Any
 __all__ = ["main"]
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
+def _number(cast, allowed: str, ok):
+    """An argparse type: ``cast(text)`` satisfying ``ok``, else an error saying ``allowed``."""
+
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+_positive_int = _number(int, "an integer >= 1", lambda v: v >= 1)
+_nonneg_int = _number(int, "an integer >= 0", lambda v: v >= 0)
+_positive_float = _number(float, "a finite number > 0", lambda v: 0 < v < math.inf)
+_fraction = _number(float, "a number in (0, 1]", lambda v: 0 < v <= 1)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
-    return value
+#: Scheme options of ``train``: keyword argument -> command-line flag. Each is passed
+#: only when given, and only to a scheme that takes it.
+_SCHEME_FLAGS = {"sync": "--sync", "sync_every": "--sync-every", "final_fraction": "--final-fraction",
+                 "temperature": "--temperature", "lock": "--lock/--no-lock", "optimizer": "--optimizer"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     from .schemes import SCHEMES
 
     p = argparse.ArgumentParser(prog="python -m dqnlab", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,bench}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,bench,reproduce}")
 
     t = sub.add_parser("train", help="train an agent; writes DIR/summary.json, episodes.csv, weights, run.png")
     t.add_argument("--scheme", default="serial", choices=sorted(SCHEMES), help="training scheme (default serial)")
@@ -62,6 +60,19 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-games", type=_nonneg_int, default=100,
                    help="greedy games played after training for the summary (0 = none; default 100)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    so = t.add_argument_group("scheme options (each only for the schemes named)")
+    so.add_argument("--sync", metavar="{none,periodic,final,weighted,best}",
+                    help="independent: when learners share weights (default periodic)")
+    so.add_argument("--sync-every", type=_positive_int, metavar="N",
+                    help="independent: updates of each learner between syncs (default 500)")
+    so.add_argument("--final-fraction", type=_fraction, metavar="F",
+                    help="independent with --sync final: share only in the last F of the budget (default 0.25)")
+    so.add_argument("--temperature", type=_positive_float, metavar="T",
+                    help="independent with --sync weighted: softmax temperature in points of score (default 500)")
+    so.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
+                    help="shared: serialise updates with a lock (default), or --no-lock for Hogwild")
+    so.add_argument("--optimizer", metavar="{adam,sgd}", help="sharded, averaged: optimiser of the workers' "
+                    "steps (default adam)")
 
     e = sub.add_parser("evaluate", help="greedy play of a trained run (or a reference policy)")
     e.add_argument("run", help="run directory, or 'random' / 'corner'")
@@ -70,8 +81,31 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print JSON")
 
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
-    b.add_argument("what", choices=["env", "update"], help="env: moves/s of the game; update: legacy vs batched")
+    b.add_argument("what", choices=["env", "update", "scaling", "peers", "learner"],
+                   help="env: moves/s of the game; update: legacy vs batched; "
+                        "scaling: env steps/s, updates/s and time split of schemes x worker counts; "
+                        "peers: dqnlab beside Stable-Baselines3 and gymnasium-2048 (extra 'bench'); "
+                        "learner: GFLOP/s of an update beside a large matrix product, before/after tuning")
     b.add_argument("--json", action="store_true", help="print JSON")
+    b.add_argument("--schemes", help="scaling: comma-separated schemes (default serial,independent,shared,"
+                                     "sharded,averaged)")
+    b.add_argument("--workers", help="scaling: comma-separated worker counts (default 1,2)")
+    b.add_argument("--seconds", type=_positive_float, help="scaling: seconds of each run (default 20)")
+    b.add_argument("--write", type=Path, metavar="PATH",
+                   help="peers, learner: also write the results as markdown into PATH (its own section; "
+                        "e.g. docs/benchmarks.md)")
+    b.add_argument("--threads", type=_positive_int, default=1,
+                   help="peers, learner: PyTorch threads of the measuring process (default 1)")
+    b.add_argument("--quick", action="store_true", help="peers, learner: tiny budgets, for a first look")
+    b.add_argument("--no-keras", action="store_true", help="peers: leave out the user's loop in Keras (slow)")
+    b.add_argument("--compile", action="store_true",
+                   help="learner: also time torch.compile-d networks (compiling takes tens of seconds)")
+
+    r = sub.add_parser("reproduce", help="regenerate every notebook's final figure as OUT/<notebook>.png")
+    r.add_argument("--out", type=Path, default=Path("figures"), help="directory of the PNGs (default figures/)")
+    r.add_argument("--smoke", action="store_true",
+                   help="tiny budgets (seconds per figure; also on when DQNLAB_SMOKE=1)")
+    r.add_argument("--only", help="comma-separated notebooks, by name or number (e.g. 00,07_compare_schemes)")
     return p
 
 
@@ -92,7 +126,10 @@ def _config_from_args(args: argparse.Namespace):
 def _print_table(rows: list[dict[str, Any]]) -> None:
     import pandas as pd
 
-    with pd.option_context("display.float_format", "{:,.6g}".format, "display.width", 120):
+    def fmt(x: float) -> str:
+        return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}" if abs(x) >= 1 else f"{x:.3g}"
+
+    with pd.option_context("display.float_format", fmt, "display.width", 160):
         print(pd.DataFrame(rows).to_string(index=False))
 
 
@@ -102,9 +139,24 @@ def _cmd_train(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     from . import evaluate, train
 
+    from .schemes import WorkerError
+
     config = _config_from_args(args)
+    options = _scheme_options(args)
     out = args.out or Path("runs") / f"{args.scheme}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = train(args.scheme, config, workers=args.workers, progress=not args.no_progress)
+    try:
+        run = train(args.scheme, config, workers=args.workers, progress=not args.no_progress, **options)
+    except WorkerError as e:
+        # Keep what was gathered: the partial run goes to OUT like a finished one.
+        if e.partial is not None:
+            e.partial.save(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "worker_error.txt").write_text(str(e) + "\n")
+        games = len(e.partial.episodes) if e.partial is not None else 0
+        who = f"worker {e.worker}" if e.worker is not None else "a worker"
+        print(f"dqnlab: error: {e.scheme}: {who} failed: {e.message} (traceback in {out / 'worker_error.txt'}; "
+              f"the {games} games gathered before the fault are saved in {out}/)", file=sys.stderr)
+        return 1
     run.save(out)
     fig = run.plot()
     fig.savefig(out / "run.png", dpi=100)
@@ -126,6 +178,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 130 if run.status == "interrupted" else 0
 
 
+def _scheme_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The scheme options the user gave, checked against ``--scheme`` (ValueError if wrong)."""
+    import inspect
+
+    from .schemes import SCHEMES
+
+    given = {name: getattr(args, name) for name in _SCHEME_FLAGS if getattr(args, name) is not None}
+    takes = [name for name in inspect.signature(SCHEMES[args.scheme]).parameters if name in _SCHEME_FLAGS]
+    wrong = [name for name in given if name not in takes]
+    if wrong:
+        flags = ", ".join(_SCHEME_FLAGS[n] for n in wrong)
+        allowed = ", ".join(_SCHEME_FLAGS[n] for n in takes) or "none"
+        raise ValueError(f"{flags} does not apply to --scheme {args.scheme} (its options: {allowed})")
+    sync = given.get("sync", "periodic")
+    if "final_fraction" in given and sync != "final":
+        raise ValueError(f"--final-fraction applies only with --sync final, not --sync {sync}")
+    if "temperature" in given and sync != "weighted":
+        raise ValueError(f"--temperature applies only with --sync weighted, not --sync {sync}")
+    return given
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from . import evaluate
 
@@ -140,10 +213,38 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import bench_env, bench_update
+def _csv(text: str | None, default: str) -> list[str]:
+    return [x.strip() for x in (text or default).split(",") if x.strip()]
 
-    if args.what == "env":
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench_env, bench_scaling, bench_update
+
+    if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds)):
+        raise ValueError("--schemes, --workers and --seconds apply only to 'bench scaling'")
+    if args.what in ("peers", "learner"):
+        return _cmd_bench_peers_learner(args)
+    if args.write is not None or args.quick or args.no_keras or args.compile or args.threads != 1:
+        raise ValueError("--write, --threads, --quick, --no-keras and --compile apply only to "
+                         "'bench peers' and 'bench learner'")
+    if args.what == "scaling":
+        workers = []
+        for w in _csv(args.workers, "1,2"):
+            if not w.isdigit() or int(w) < 1:
+                raise ValueError(f"--workers must be comma-separated integers >= 1, got {args.workers!r}")
+            workers.append(int(w))
+        seconds = args.seconds if args.seconds is not None else 20.0
+        rows = bench_scaling(_csv(args.schemes, "serial,independent,shared,sharded,averaged"), workers, seconds)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            cols = ["scheme", "workers", "env_steps_per_s", "updates_per_s", "acting", "learning", "communication",
+                    "speedup_vs_serial"]
+            _print_table([{c: r[c] for c in cols} for r in rows])
+            print(f"each row: one run of {seconds:g} s (default preset, learning_starts {rows[0]['learning_starts']:,} "
+                  f"per learner); acting / learning / communication: fractions of the time split, summed over "
+                  f"workers; speedup: env steps/s over serial's")
+    elif args.what == "env":
         rows = bench_env()
         print(json.dumps(rows, indent=2)) if args.json else _print_table(rows)
     else:
@@ -158,11 +259,57 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_peers_learner(args: argparse.Namespace) -> int:
+    from . import bench
+
+    if args.what == "peers" and args.compile:
+        raise ValueError("--compile applies only to 'bench learner'")
+    if args.what == "learner" and args.no_keras:
+        raise ValueError("--no-keras applies only to 'bench peers'")
+    command = "python -m dqnlab bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else [args.what])
+    if args.what == "peers":
+        quick = dict(presets=("seed",), seconds=3.0, scheme_seconds=6.0, keras=False, game_seconds=0.1,
+                     update_min_time=0.05) if args.quick else {}
+        res = bench.bench_peers(threads=args.threads, **{"keras": not args.no_keras, **quick})
+        text = bench.peers_markdown(res, command)
+    else:
+        quick = dict(presets=("default",), rounds=3, min_time=0.05, matmul_n=1024) if args.quick else {}
+        res = bench.bench_learner(threads=args.threads, compile=args.compile, **quick)
+        text = bench.learner_markdown(res, command)
+    print(json.dumps(res, indent=2, default=str) if args.json else text)
+    if args.write is not None:
+        bench.write_section(args.write, args.what, text)
+        print(f"wrote the '{args.what}' section of {args.write}", file=sys.stderr)
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .figures import NOTEBOOKS, reproduce
+
+    names = None
+    if args.only is not None:
+        names = []
+        for item in _csv(args.only, ""):
+            match = [n for n in NOTEBOOKS if n == item or n.split("_")[0] == item]
+            if not match:
+                raise ValueError(f"--only: no notebook {item!r}; choose from {list(NOTEBOOKS)}")
+            names += match
+    written = reproduce(args.out, smoke=args.smoke or None, names=names)
+    done = [p for p in written.values() if p is not None]
+    print(f"wrote {len(done)} figure(s) to {args.out}/" + (f"; skipped {len(written) - len(done)}"
+                                                           if len(done) < len(written) else ""))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad input, no traceback)."""
     args = _parser().parse_args(argv)
     try:
-        return {"train": _cmd_train, "evaluate": _cmd_evaluate, "bench": _cmd_bench}[args.command](args)
+        return {"train": _cmd_train, "evaluate": _cmd_evaluate, "bench": _cmd_bench,
+                "reproduce": _cmd_reproduce}[args.command](args)
     except ValueError as e:
         print(f"dqnlab: error: {e}", file=sys.stderr)
         return 2

@@ -17,22 +17,70 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.optim import optimizer as _optim_module
 
 from .config import TrainConfig
 from .replay import Minibatch
 
-__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "transform_rewards", "N_EXPONENTS"]
+__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "transform_rewards", "N_EXPONENTS", "EMBEDDING_MIN_BATCH"]
 
 N_EXPONENTS = 18  # board exponents 0..17
+N_CELLS = 16
+
+# Column of the one-hot input that cell c with exponent k switches on: c * 18 + k.
+_ONEHOT_OFFSETS = torch.arange(N_CELLS, dtype=torch.int64) * N_EXPONENTS
+# Raw input value of exponent k: the tile value 2**k (0 for an empty cell); exact in float32.
+_RAW_VALUES = torch.tensor([0.0] + [2.0 ** k for k in range(1, N_EXPONENTS)], dtype=torch.float32)
+#: Batches of at least this many boards take the one-hot first layer as an embedding sum
+#: (a gather of 16 weight columns per board) instead of a dense product with the one-hot
+#: matrix; smaller batches (acting) take the dense product, which is faster there.
+#: Measured with ``python -m dqnlab bench learner`` (see docs/benchmarks.md).
+EMBEDDING_MIN_BATCH = 128
+
+
+def _one_hot_columns(boards: torch.Tensor) -> torch.Tensor:
+    """``(N, 4, 4)`` uint8 exponents -> ``(N, 16)`` int64 columns ``cell * 18 + exponent``."""
+    return boards.reshape(len(boards), N_CELLS).long() + _ONEHOT_OFFSETS
 
 
 def _one_hot(boards: torch.Tensor) -> torch.Tensor:
-    return F.one_hot(boards.reshape(len(boards), 16).long(), N_EXPONENTS).reshape(len(boards), -1).float()
+    """``(N, 4, 4)`` uint8 exponents -> ``(N, 288)`` float32 one-hot rows (16 ones each)."""
+    columns = _one_hot_columns(boards)
+    return torch.zeros(len(boards), N_CELLS * N_EXPONENTS).scatter_(1, columns, 1.0)
 
 
 def _raw(boards: torch.Tensor) -> torch.Tensor:
-    b = boards.reshape(len(boards), 16).float()
-    return torch.where(b > 0, torch.exp2(b), torch.zeros_like(b))
+    """``(N, 4, 4)`` uint8 exponents -> ``(N, 16)`` float32 tile values (0 for empty)."""
+    return torch.take(_RAW_VALUES, boards.reshape(len(boards), N_CELLS).long())
+
+
+class _OneHotLinear(torch.autograd.Function):
+    """``one_hot(columns) @ weight.T + bias`` without building the one-hot matrix forward.
+
+    Row ``i`` of the product is the sum of the 16 weight columns that board ``i``
+    switches on, so the forward pass is an embedding sum (``embedding_bag``) over the
+    transposed weight: 16 x H additions per board instead of 288 x H multiply-adds.
+    The weight gradient ``grad.T @ one_hot`` is a dense product again (faster on CPU
+    than scattering rows); the columns get no gradient. Same result as the dense
+    layer up to float32 rounding (the sum is taken in a different order).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, columns: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(columns)
+        ctx.n_inputs = weight.shape[1]
+        return F.embedding_bag(columns, weight.t().contiguous(), mode="sum").add_(bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor | None, torch.Tensor | None]:
+        (columns,) = ctx.saved_tensors
+        grad_weight = grad_bias = None
+        if ctx.needs_input_grad[1]:
+            one_hot = grad.new_zeros(len(columns), ctx.n_inputs).scatter_(1, columns, 1.0)
+            grad_weight = grad.t().mm(one_hot)
+        if ctx.needs_input_grad[2]:
+            grad_bias = grad.sum(0)
+        return None, grad_weight, grad_bias
 
 
 class QNetwork(nn.Module):
@@ -50,6 +98,13 @@ class QNetwork(nn.Module):
     -----
     ``forward`` takes a ``(N, 4, 4)`` uint8 tensor of exponents and returns ``(N, 4)``
     float32 Q-values, one per action (0 up, 1 right, 2 down, 3 left).
+
+    The parameters live in ``mlp`` (an ``nn.Sequential`` of ``Linear`` and ``ReLU``),
+    but ``forward`` walks the ``Linear`` layers itself (one ``F.linear`` and an in-place
+    ReLU per layer, no module-call overhead), and with the one-hot encoding and at
+    least :data:`EMBEDDING_MIN_BATCH` boards it computes the first layer as an
+    embedding sum. Both give the result of ``mlp(encode(boards))`` up to float32
+    rounding; ``python -m dqnlab bench learner`` measures what each saves.
     """
 
     def __init__(self, encoding: str = "onehot", hidden: tuple[int, ...] = (256, 256)):
@@ -58,15 +113,92 @@ class QNetwork(nn.Module):
             raise ValueError(f"encoding must be 'onehot' or 'raw', got {encoding!r}")
         self.encoding = encoding
         self._encode = _one_hot if encoding == "onehot" else _raw
-        sizes = [16 * N_EXPONENTS if encoding == "onehot" else 16, *hidden]
+        sizes = [N_CELLS * N_EXPONENTS if encoding == "onehot" else N_CELLS, *hidden]
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(sizes[-1], 4))
         self.mlp = nn.Sequential(*layers)
+        self._linears = tuple(m for m in self.mlp if isinstance(m, nn.Linear))
+
+    def encode(self, boards: torch.Tensor) -> torch.Tensor:
+        """The network's input: ``(N, 4, 4)`` uint8 -> ``(N, 288)`` one-hot or ``(N, 16)`` raw float32."""
+        return self._encode(boards)
 
     def forward(self, boards: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self._encode(boards))
+        first, *rest = self._linears
+        if self.encoding == "onehot" and len(boards) >= EMBEDDING_MIN_BATCH:
+            x = _OneHotLinear.apply(_one_hot_columns(boards), first.weight, first.bias)
+        else:
+            x = F.linear(self._encode(boards), first.weight, first.bias)
+        for layer in rest:
+            x = F.linear(torch.relu_(x), layer.weight, layer.bias)
+        return x
+
+
+def _adam(params: Any, lr: float) -> torch.optim.Adam:
+    """Adam with the fused kernel (one pass over each parameter per step), or ``foreach``
+    where this PyTorch has no fused CPU Adam (before 2.4). Same update either way."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, ValueError):  # pragma: no cover - old PyTorch
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
+def _clip_grad_norm(params: Any, max_norm: float) -> None:
+    """``nn.utils.clip_grad_norm_(params, max_norm)`` (same arithmetic, L2 norm), without its
+    per-call grouping of tensors by device and dtype: scale all gradients by
+    ``min(1, max_norm / (norm + 1e-6))``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+
+
+def _optimizer_step(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()``; for dqnlab's own fused Adam, the same kernel call without the
+    per-call Python work around it (hooks, state checks, grouping by device and dtype).
+
+    The direct call is taken only for a plain ``torch.optim.Adam`` with ``fused=True``, one
+    parameter group of float hyperparameters, no hooks, and every parameter's gradient
+    and state already present (so never on the first step); it increments each
+    parameter's ``step`` and calls ``torch._fused_adam_`` with the group's settings, as
+    ``Adam.step`` does. Anything else -- another optimiser (SGD, a user's), a PyTorch whose
+    kernel signature differs -- goes through ``optimizer.step()``.
+    """
+    groups = optimizer.param_groups
+    fast = (_FUSED_ADAM["ok"] and type(optimizer) is torch.optim.Adam and len(groups) == 1
+            and not optimizer._optimizer_step_pre_hooks and not optimizer._optimizer_step_post_hooks
+            and not _optim_module._global_optimizer_pre_hooks and not _optim_module._global_optimizer_post_hooks)
+    if fast:
+        g = groups[0]
+        params = g["params"]
+        state = optimizer.state
+        fast = (g.get("fused") and not g["amsgrad"] and not g["maximize"] and not g.get("capturable")
+                and not g.get("differentiable") and not g.get("decoupled_weight_decay")
+                and isinstance(g["lr"], float) and all(p.grad is not None and p in state for p in params))
+    if not fast:
+        optimizer.step()
+        return
+    states = [state[p] for p in params]
+    steps = [st["step"] for st in states]
+    beta1, beta2 = g["betas"]
+    with torch.no_grad():
+        torch._foreach_add_(steps, 1)
+        try:
+            torch._fused_adam_(params, [p.grad for p in params], [st["exp_avg"] for st in states],
+                               [st["exp_avg_sq"] for st in states], [], steps, amsgrad=False, lr=g["lr"],
+                               beta1=beta1, beta2=beta2, weight_decay=g["weight_decay"], eps=g["eps"],
+                               maximize=False, grad_scale=None, found_inf=None)
+        except TypeError:  # pragma: no cover - a PyTorch whose private kernel takes other arguments
+            torch._foreach_sub_(steps, 1)
+            _FUSED_ADAM["ok"] = False
+            optimizer.step()
+
+
+_FUSED_ADAM = {"ok": hasattr(torch, "_fused_adam_")}
 
 
 def epsilon_at(config: TrainConfig, env_steps: int, updates: int) -> float:
@@ -121,7 +253,7 @@ class DQNAgent:
         self.target = QNetwork(config.encoding, config.hidden)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=config.lr, foreach=True)
+        self.optimizer = _adam(self.online.parameters(), config.lr)
         self.updates = 0
 
     # ------------------------------------------------------------------ acting
@@ -166,32 +298,48 @@ class DQNAgent:
         ``a*`` is the target net's argmax (DQN) or the online net's (Double DQN),
         over legal actions of ``s'`` when ``config.mask_illegal``.
         """
-        _, _, rewards, next_boards, dones, next_masks = self._tensors(batch)
-        if not self.config.mask_illegal:
-            next_masks = torch.ones_like(next_masks)
+        c = self.config
+        rewards, next_boards, dones = (torch.from_numpy(np.ascontiguousarray(x))
+                                       for x in (batch.rewards, batch.next_boards, batch.dones))
         with torch.no_grad():
             q_next = self.target(next_boards)
-            chooser = self.online(next_boards) if self.config.double_dqn else q_next
-            best = chooser.masked_fill(~next_masks, -torch.inf).argmax(dim=1, keepdim=True)
-            v_next = q_next.gather(1, best).squeeze(1)
-            v_next = torch.where(next_masks.any(dim=1) & ~dones, v_next, torch.zeros_like(v_next))
-            return rewards + self.config.gamma * v_next
+            chooser = self.online(next_boards) if c.double_dqn else q_next
+            live = ~dones  # bootstrap from s' unless the game ended (or s' has no legal move)
+            if c.mask_illegal:
+                next_masks = torch.from_numpy(np.ascontiguousarray(batch.next_masks))
+                chooser = chooser.masked_fill(~next_masks, -torch.inf)
+                live &= next_masks.any(dim=1)
+            if c.double_dqn or c.mask_illegal:
+                v_next = q_next.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1)
+            else:
+                v_next = q_next.amax(dim=1)  # the target net's value at its own argmax
+            return rewards + c.gamma * torch.where(live, v_next, torch.zeros_like(v_next))
 
-    def loss(self, batch: Minibatch) -> torch.Tensor:
-        """The TD loss of the online network on ``batch`` (scalar tensor with grad)."""
+    def loss(self, batch: Minibatch, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """The TD loss of the online network on ``batch`` (scalar tensor with grad).
+
+        ``targets``: ``(B,)`` float32 precomputed :meth:`td_targets` (e.g. by another
+        process holding the same weights); computed here when None. Only ``boards``
+        and ``actions`` of ``batch`` are read when they are given.
+        """
         boards, actions = (torch.from_numpy(np.ascontiguousarray(x)) for x in batch[:2])
         q = self.online(boards).gather(1, actions.long()[:, None]).squeeze(1)
-        y = self.td_targets(batch)
+        y = self.td_targets(batch) if targets is None else targets
         return F.smooth_l1_loss(q, y) if self.config.loss == "huber" else F.mse_loss(q, y)
 
     def apply_gradients(self) -> None:
         """Clip the online net's gradients (if configured), take an Adam step, count the update."""
         if self.config.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(self.online.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
+            _clip_grad_norm(self._trained_parameters(), self.config.max_grad_norm)
+        _optimizer_step(self.optimizer)
         self.updates += 1
         if self.config.target_update and self.updates % self.config.target_update == 0:
             self.sync_target()
+
+    def _trained_parameters(self) -> list[torch.Tensor]:
+        """The optimiser's parameters (the online net's), without walking the module tree."""
+        groups = self.optimizer.param_groups
+        return groups[0]["params"] if len(groups) == 1 else [p for g in groups for p in g["params"]]
 
     def update(self, batch: Minibatch) -> float:
         """One gradient step on a minibatch (batched: one forward/backward for all ``B``).
@@ -210,7 +358,8 @@ class DQNAgent:
         value = float(loss.detach())
         if not np.isfinite(value):
             raise FloatingPointError(f"non-finite TD loss ({value}) at update {self.updates + 1}")
-        self.optimizer.zero_grad(set_to_none=True)
+        for p in self._trained_parameters():  # optimizer.zero_grad(set_to_none=True), minus its overhead
+            p.grad = None
         loss.backward()
         self.apply_gradients()
         return value

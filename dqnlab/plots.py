@@ -77,19 +77,19 @@ def _rolling(y, window: int):
     return pd.Series(y).rolling(window, min_periods=1).mean().to_numpy()
 
 
-def _speed(history):
-    """(t_mid, env steps/s, updates/s) between consecutive history samples."""
+def _speed(history, smooth: int = 5):
+    """(t_mid, env steps/s, updates/s) between history samples, a rolling mean over ``smooth``."""
     t = np.asarray(history["wall_time_s"], float)
     if len(t) < 2:
         return np.array([]), np.array([]), np.array([])
     dt = np.maximum(np.diff(t), 1e-9)
     sps = np.diff(np.asarray(history["env_steps"], float)) / dt
     ups = np.diff(np.asarray(history["updates"], float)) / dt
-    return (t[1:] + t[:-1]) / 2, sps, ups
+    return (t[1:] + t[:-1]) / 2, _rolling(sps, smooth), _rolling(ups, smooth)
 
 
 def plot_speed(runs, ax=None, label=None):
-    """Env steps/s (solid) and updates/s (dashed, right axis) against wall time.
+    """Env steps/s (solid) and updates/s (dashed, right axis) against wall time, log scales.
 
     Parameters
     ----------
@@ -103,17 +103,22 @@ def plot_speed(runs, ax=None, label=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     ax2 = ax.twinx()
+    positive = {ax: False, ax2: False}
     for i, run in enumerate(runs):
         t, sps, ups = _speed(run.history)
         name = label or f"{run.scheme} x{run.workers}"
         colour = f"C{i}"
         ax.plot(t, sps, color=colour, label=f"{name} env steps/s")
         ax2.plot(t, ups, color=colour, ls="--", label=f"{name} updates/s")
+        positive[ax] |= bool(np.any(sps > 0))
+        positive[ax2] |= bool(np.any(ups > 0))
     ax.set_xlabel("wall time (s)")
-    ax.set_ylabel("env steps / s")
-    ax2.set_ylabel("updates / s (dashed)")
-    ax.set_ylim(bottom=0)
-    ax2.set_ylim(bottom=0)
+    ax.set_ylabel("env steps / s (solid, log scale)")
+    ax2.set_ylabel("updates / s (dashed, log scale)")
+    # Speeds span orders of magnitude (acting-only warm-up vs learning; scheme vs scheme).
+    for axis, has_data in positive.items():
+        if has_data:
+            axis.set_yscale("log")
     ax.legend(loc="lower right", fontsize="small")
     ax.set_title("speed")
     return ax
@@ -155,7 +160,7 @@ def plot_reward(runs, ax=None, x: str = "wall_time_s", window: int = 50, per_wor
     ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps")
     ax.set_ylabel(f"score (mean of last {window} games)")
     ax.legend(fontsize="small")
-    ax.set_title("reward")
+    ax.set_title("reward vs " + ("wall time" if x == "wall_time_s" else "env steps"))
     return ax
 
 
@@ -170,3 +175,226 @@ def plot_run(run, window: int = 50):
     fig.suptitle(f"{run.scheme} x{run.workers}: {run.env_steps:,} env steps, {run.updates:,} updates, "
                  f"{run.wall_time_s:.0f} s")
     return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures of the notebooks and of ``python -m dqnlab reproduce`` (see :mod:`dqnlab.figures`).
+
+#: Colours of the time split, in the order of :data:`dqnlab.results.TIME_SPLIT_KEYS`.
+TIME_SPLIT_COLOURS = {"acting": "#4c72b0", "learning": "#55a868", "communication": "#c44e52"}
+
+
+def _run_label(run) -> str:
+    return f"{run.scheme} x{run.workers}"
+
+
+def plot_time_split(runs, ax=None, labels=None, fraction: bool = True):
+    """Where each run's time went, as a stacked bar per run.
+
+    Parameters
+    ----------
+    runs : RunResult or list of RunResult
+    labels : list of str, optional
+        One bar label per run (default: scheme and workers).
+    fraction : bool
+        Bars of fractions of each run's split total (True), or of seconds summed over
+        workers (False).
+    """
+    import matplotlib.pyplot as plt
+
+    runs = runs if isinstance(runs, (list, tuple)) else [runs]
+    labels = list(labels) if labels is not None else [_run_label(r) for r in runs]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4, 1.2 * len(runs) + 2), 3.5))
+    keys = list(TIME_SPLIT_COLOURS)
+    keys += sorted({k for r in runs for k in r.time_split} - set(keys))
+    bottom = np.zeros(len(runs))
+    for i, key in enumerate(keys):
+        values = np.array([float(r.time_split.get(key, 0.0)) for r in runs])
+        if fraction:
+            totals = np.array([sum(r.time_split.values()) for r in runs], float)
+            values = np.divide(values, totals, out=np.zeros_like(values), where=totals > 0)
+        ax.bar(labels, values, bottom=bottom, label=key, color=TIME_SPLIT_COLOURS.get(key, f"C{i + 3}"))
+        bottom += values
+    ax.set_ylabel("fraction of time" if fraction else "seconds (summed over workers)")
+    ax.set_title("time split")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.tick_params(axis="x", labelrotation=30 if len(runs) > 3 else 0)
+    return ax
+
+
+def plot_bars(values, labels, ax=None, ylabel: str = "", title: str | None = None, log: bool = False,
+              fmt: str = "{:,.0f}", reference: float | None = None, reference_label: str | None = None):
+    """One labelled bar per value, with the value written on the bar.
+
+    Parameters
+    ----------
+    values : sequence of float
+    labels : sequence of str
+    log : bool
+        Logarithmic value axis (for figures that span orders of magnitude).
+    fmt : str or callable
+        Format of the value written above each bar (``fmt.format(v)`` or ``fmt(v)``);
+        default: thousands separators, no decimals.
+    reference : float, optional
+        Draw a horizontal dashed line at this value (labelled ``reference_label``).
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4, 1.2 * len(values) + 2), 3.5))
+    values = np.asarray(values, float)
+    bars = ax.bar(list(labels), values, color=[f"C{i}" for i in range(len(values))])
+    for bar, v in zip(bars, values):
+        if np.isfinite(v):
+            text = fmt(v) if callable(fmt) else fmt.format(v)
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, v), ha="center", va="bottom",
+                        fontsize="small", xytext=(0, 2), textcoords="offset points")
+    if log:
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    if reference is not None:
+        ax.axhline(reference, color="k", ls="--", lw=1, label=reference_label)
+        if reference_label:
+            ax.legend(fontsize="small")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=30 if len(values) > 3 else 0)
+    return ax
+
+
+def plot_scores(runs, labels=None, ax=None, x: str = "wall_time_s", window: int = 50):
+    """Rolling mean training score of each run, labelled, against wall time or env steps.
+
+    Like :func:`plot_reward` with one line per run and a label per run; ``x="env_steps"``
+    counts the env steps of all workers together.
+    """
+    import matplotlib.pyplot as plt
+
+    if x not in ("wall_time_s", "env_steps"):
+        raise ValueError(f"x must be 'wall_time_s' or 'env_steps', got {x!r}")
+    runs = runs if isinstance(runs, (list, tuple)) else [runs]
+    labels = list(labels) if labels is not None else [_run_label(r) for r in runs]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    for i, (run, label) in enumerate(zip(runs, labels)):
+        ep = run.episodes
+        if x == "env_steps" and len(run.history) > 1:
+            xs = np.interp(ep["wall_time_s"], run.history["wall_time_s"], run.history["env_steps"])
+        else:
+            xs = ep[x]
+        ax.plot(np.asarray(xs), _rolling(ep["score"], window), color=f"C{i}", label=label)
+    ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps (all workers)")
+    ax.set_ylabel(f"training score (mean of last {window})")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_greedy(curves, labels=None, ax=None, x: str = "wall_time_s"):
+    """Greedy score of checkpoints against wall time or env steps.
+
+    Parameters
+    ----------
+    curves : list of pandas.DataFrame
+        Columns ``wall_time_s``, ``env_steps``, ``score_mean`` and optionally ``score_sem``
+        (see :func:`dqnlab.figures.greedy_curve`).
+    labels : list of str
+    x : {"wall_time_s", "env_steps"}
+    """
+    import matplotlib.pyplot as plt
+
+    if x not in ("wall_time_s", "env_steps"):
+        raise ValueError(f"x must be 'wall_time_s' or 'env_steps', got {x!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    labels = list(labels) if labels is not None else [None] * len(curves)
+    for i, (df, label) in enumerate(zip(curves, labels)):
+        xs, ys = np.asarray(df[x], float), np.asarray(df["score_mean"], float)
+        ax.plot(xs, ys, "o-", color=f"C{i}", ms=3, label=label)
+        if "score_sem" in df:
+            sem = np.asarray(df["score_sem"], float)
+            ax.fill_between(xs, ys - sem, ys + sem, color=f"C{i}", alpha=0.15, lw=0)
+    ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps (all workers)")
+    ax.set_ylabel("greedy score (mean)")
+    if any(labels):
+        ax.legend(fontsize="small")
+    return ax
+
+
+def plot_live(run, fig=None, per_worker: bool = False, window: int = 20):
+    """The live figure of a control panel: speed and score against wall time.
+
+    Uses the object-oriented API only (no pyplot), so it is safe to draw from the
+    panel's training thread. Returns the :class:`matplotlib.figure.Figure`.
+    """
+    from matplotlib.figure import Figure
+
+    if fig is None:
+        fig = Figure(figsize=(11, 3.3), dpi=80, layout="constrained")
+    fig.clear()
+    ax_speed, ax_score = fig.subplots(1, 2)
+    t, sps, ups = _speed(run.history)
+    ax_ups = ax_speed.twinx()
+    ax_speed.plot(t, sps, color="C0", label="env steps/s (left)")
+    ax_ups.plot(t, ups, color="C1", ls="--", label="updates/s (right)")
+    ax_speed.set_xlabel("wall time (s)")
+    ax_speed.set_ylabel("env steps / s", color="C0")
+    ax_ups.set_ylabel("updates / s", color="C1")
+    ax_speed.set_ylim(bottom=0)
+    ax_ups.set_ylim(bottom=0)
+    ax_speed.legend(handles=ax_speed.lines + ax_ups.lines, loc="lower right", fontsize="small")
+    ax_speed.set_title(f"speed: {run.env_steps_per_s:,.0f} env steps/s, {run.updates_per_s:,.1f} updates/s overall")
+    if len(run.episodes):
+        plot_reward(run, ax_score, "wall_time_s", window=window, per_worker=per_worker and run.workers > 1)
+    else:
+        ax_score.text(0.5, 0.5, "no finished game yet", ha="center", va="center", transform=ax_score.transAxes)
+        ax_score.set_xlabel("wall time (s)")
+        ax_score.set_title("reward")
+    ax_score.set_xlim(left=0)
+    ax_speed.set_xlim(left=0)
+    return fig
+
+
+def plot_divergence(runs, labels=None, ax=None, x: str = "wall_time_s", relative: bool = True):
+    """How far an ``independent`` run's learners drifted apart, at every check-in.
+
+    Reads ``run.extra["divergence"]`` (one row per check-in round, see
+    :func:`dqnlab.schemes.independent.run`); rounds where the learners synced are marked
+    with a filled dot, the others with an open one.
+
+    Parameters
+    ----------
+    runs : RunResult or list of RunResult
+    x : {"wall_time_s", "env_steps"}
+    relative : bool
+        Plot ``divergence_rel`` (mean L2 distance to the mean, over the mean's norm)
+        instead of the absolute ``divergence``.
+    """
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    runs = runs if isinstance(runs, (list, tuple)) else [runs]
+    labels = list(labels) if labels is not None else [_run_label(r) for r in runs]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    key = "divergence_rel" if relative else "divergence"
+    for i, (run, label) in enumerate(zip(runs, labels)):
+        df = pd.DataFrame(run.extra.get("divergence") or [])
+        if not len(df) or key not in df:
+            ax.plot([], [], color=f"C{i}", label=f"{label} (no check-in)")
+            continue
+        xs, ys = np.asarray(df[x], float), np.asarray(df[key], float)
+        ax.plot(xs, ys, "-", color=f"C{i}", label=label)
+        synced = np.asarray(df.get("synced", pd.Series(False, index=df.index)), bool)
+        ax.plot(xs[synced], ys[synced], "o", color=f"C{i}", ms=4)
+        ax.plot(xs[~synced], ys[~synced], "o", color=f"C{i}", ms=4, mfc="none")
+    ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps (all learners)")
+    ax.set_ylabel("divergence (relative L2)" if relative else "divergence (L2)")
+    ax.set_title("divergence between learners (filled: synced)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small")
+    return ax

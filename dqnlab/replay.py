@@ -120,8 +120,9 @@ class ReplayBuffer:
             raise ValueError("cannot sample from an empty replay buffer")
         idx = self.rng.integers(0, self.size, size=batch_size)
         a = self.arrays
-        return Minibatch(a["boards"][idx], a["actions"][idx].astype(np.int64), a["rewards"][idx],
-                         a["next_boards"][idx], a["dones"][idx], a["next_masks"][idx])
+        # ndarray.take along axis 0 is the same gather as a[idx], at about half the cost.
+        return Minibatch(a["boards"].take(idx, 0), a["actions"].take(idx).astype(np.int64), a["rewards"].take(idx),
+                         a["next_boards"].take(idx, 0), a["dones"].take(idx), a["next_masks"].take(idx, 0))
 
     def state_dict(self) -> dict[str, Any]:
         """Contents and position (arrays trimmed to ``size``), for checkpoints."""

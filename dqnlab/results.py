@@ -58,8 +58,9 @@ class RunResult:
         Progress samples (``wall_time_s``, ``env_steps``, ``updates``) about once a
         second: the data of the speed plot.
     status : str
-        ``"completed"`` (budget reached), ``"stopped"`` (callback / Stop button) or
-        ``"interrupted"`` (KeyboardInterrupt).
+        ``"completed"`` (budget reached), ``"stopped"`` (callback / Stop button),
+        ``"interrupted"`` (KeyboardInterrupt) or ``"failed"`` (the partial result
+        of a worker fault, on :class:`dqnlab.schemes.WorkerError`).
     options : dict
         The scheme's keyword arguments (workers, sync schedule, ...).
     extra : dict

@@ -101,7 +101,7 @@ class Learner:
             self._log_episodes(out, finished)
             if self.config.target_update == 0:
                 self.agent.sync_target()
-        if self.env_steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
+        if self.learning_ready():
             self._credit += n * self.config.updates_per_env_step
         self.timing["acting"] += time.perf_counter() - t0
         return n
@@ -116,6 +116,16 @@ class Learner:
                 "max_tile": int(out.episode_max_tiles[i]), "moves": int(out.episode_moves[i]),
                 "epsilon": eps, "loss": self.last_loss,
             })
+
+    def learning_ready(self) -> bool:
+        """Whether updates are owed for new env steps: ``learning_starts`` env steps taken
+        and a full minibatch in the buffer (schemes may redefine what counts)."""
+        return self.env_steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size
+
+    def spend_updates(self, n: int) -> None:
+        """Mark ``n`` owed updates as done by the caller (schemes that update the agent
+        themselves, e.g. across worker processes, instead of calling :meth:`learn`)."""
+        self._credit -= n
 
     def owed_updates(self) -> int:
         """Updates due at the replay ratio for the env steps taken so far."""

@@ -1,0 +1,600 @@
+"""``actors``: K parallel actors feed one learner (Gorila / Ape-X style).
+
+The field's answer to the user's question "how do we go parallel and keep true DQN":
+keep **one learner and one replay buffer** and parallelise only the acting (Nair et
+al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933).
+
+* **Actors** (one long-lived worker task each) step ``n_envs`` boards at once with one
+  batched forward pass of a recent copy of the online network, and send compact
+  transitions (uint8 boards, uint8 actions, float32 rewards, done flags, legal-move
+  masks of the next boards: about 42 bytes each) to the learner every ~20 ms.
+* **The learner is this (the parent) process.** It owns the replay buffer, the
+  online and target networks and Adam, and trains *while* the actors act: between
+  messages it takes updates, and every ``weights_every`` updates it sends every actor
+  the new weights. Keeping the learner in the parent (rather than in a dedicated
+  task) means no second copy of the buffer, the final weights are simply here, and
+  with the Dask backend the actors run on the cluster while the learner runs where
+  the user is (the data comes back through the scheduler).
+
+The replay ratio (minibatch samples per env step, ``config.replay_ratio``) is held
+as a **ceiling**: the learner never trains more than its share of the data that has
+arrived; when it is ahead it waits for data. When the learner falls behind, nothing
+is dropped (every transition enters the FIFO buffer), but the actors are
+**throttled**: the learner tells them to pause when it is more than
+:data:`SLACK_UPDATES` updates behind ``min_replay_ratio`` samples per env step (counted
+from the start of learning), and to go on when it is back within half of that. A
+paused learner always has updates owed (``min_replay_ratio <= replay_ratio``), so the
+pause always ends. The achieved ratio lies between ``min_replay_ratio`` and
+``replay_ratio`` (up to the slack) and is recorded:
+
+* ``min_replay_ratio=replay_ratio`` holds the ratio exactly: the same samples per env
+  step as ``serial``; what the actors buy is only that acting overlaps learning;
+* the default, ``replay_ratio / 2``, lets actors run up to twice as far ahead: more
+  env steps per second for about the same updates per second (each transition is
+  replayed fewer times). On a 2-core machine it keeps the learner at about serial's
+  updates per second while the env steps per second grow; a lower floor gives the
+  actors more of the CPU;
+* ``min_replay_ratio=0`` never throttles (Ape-X): on a small machine the actors then
+  take CPU from the learner.
+
+Exploration: by default every actor follows the config's epsilon schedule, clocked
+by the run's total env steps (estimated by each actor as its own steps times K). With
+``actor_epsilon="apex"`` actor i keeps the fixed ``eps_i = 0.4 ** (1 + 7 i / (K - 1))``
+of Ape-X (0.4 for a single actor); a list gives each actor's epsilon explicitly.
+
+With ``lockstep=True`` an actor waits after every step until the learner has stored
+its transitions and done the updates they are owed, then acts with the new weights:
+no overlap. With one worker this is ``serial`` transition for transition (same games,
+same updates, same weights); the test suite checks it.
+
+The **parameter lag** of a transition is the number of learner updates between the
+weights the actor used and the learner's weights when the transition reaches the
+buffer; ``extra["param_lag"]`` summarises it over all transitions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import joblib
+import numpy as np
+import pandas as pd
+import torch
+
+from ..agent import DQNAgent, epsilon_at, transform_rewards
+from ..config import TrainConfig
+from ..env import VecGame2048, legal_actions_batch
+from ..replay import ReplayBuffer
+from ..results import RunResult
+from .base import RunLoop, episodes_frame, recent_score, worker_seeds
+from .parallel import (
+    Channel,
+    TaskGroup,
+    check_bool,
+    check_fault,
+    check_int,
+    drive_tasks,
+    split_budget,
+)
+
+__all__ = ["run", "apex_epsilons", "APEX_EPSILON", "APEX_ALPHA", "ACTOR_EPSILONS"]
+
+#: Base epsilon and spread of Ape-X's per-actor exploration (Horgan et al. 2018).
+APEX_EPSILON = 0.4
+APEX_ALPHA = 7.0
+#: Named choices of ``actor_epsilon`` (a list of K numbers is also accepted).
+ACTOR_EPSILONS = ("schedule", "apex")
+#: Learner updates of headroom before a throttled actor pauses.
+SLACK_UPDATES = 32
+#: Seconds an actor gathers transitions before sending them (at most).
+FLUSH_S = 0.05
+#: Seconds between an actor's looks at its orders (weights, pause / go, stop).
+ORDERS_S = 0.01
+#: Transitions an actor sends at once (at most).
+MAX_CHUNK = 4096
+#: Seconds of updates the learner takes before looking at its messages again.
+LEARN_SLICE_S = 0.02
+
+
+def apex_epsilons(workers: int, epsilon: float = APEX_EPSILON, alpha: float = APEX_ALPHA) -> list[float]:
+    """Ape-X's fixed per-actor exploration rates: ``eps_i = epsilon ** (1 + alpha * i / (K - 1))``.
+
+    Actor 0 explores most (``epsilon``), actor K-1 least (``epsilon ** (1 + alpha)``,
+    about 0.00066 with the defaults). One actor gets ``epsilon``.
+
+    References
+    ----------
+    Horgan et al., "Distributed Prioritized Experience Replay", ICLR 2018 (Ape-X), section 4.1.
+    """
+    check_int("workers", workers)
+    if workers == 1:
+        return [float(epsilon)]
+    return [float(epsilon ** (1 + alpha * i / (workers - 1))) for i in range(workers)]
+
+
+def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
+        callback: Callable[[RunResult], Any] | None = None, weights_every: int = 50,
+        min_replay_ratio: float | None = None, actor_epsilon: str | Sequence[float] = "schedule",
+        lockstep: bool = False, learner_threads: int | None = None,
+        _fault: dict[str, Any] | None = None) -> RunResult:
+    """Train one learner (this process) on the transitions of ``workers`` parallel actors.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        ``total_env_steps`` is split evenly across actors; ``replay_ratio`` is the
+        learner's ceiling (samples per env step); ``buffer_size`` and
+        ``learning_starts`` are the one learner's.
+    workers : int
+        K actors, one worker task each (>= 1, <= ``total_env_steps``). With K = 1 the
+        actor runs in a thread of this process (joblib runs one task in-process).
+    progress : bool
+        Show a progress bar.
+    callback : callable, optional
+        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    weights_every : int
+        Learner updates between weight broadcasts to the actors (default 50).
+    min_replay_ratio : float, optional
+        Actors pause while the learner has trained fewer samples per env step than
+        this (after learning starts, beyond a slack of :data:`SLACK_UPDATES` updates;
+        they go on at half the slack).
+        In ``[0, replay_ratio]``; default ``replay_ratio / 2``; ``replay_ratio`` holds
+        the ratio exactly; 0 never throttles.
+    actor_epsilon : {"schedule", "apex"} or sequence of float
+        Exploration of each actor: the config's decaying schedule (default), Ape-X's
+        fixed spread (:func:`apex_epsilons`), or K fixed numbers in [0, 1].
+    lockstep : bool
+        Actors wait for the learner after every step (no overlap); default False.
+    learner_threads : int, optional
+        PyTorch threads of the learner during the run (restored afterwards). Default:
+        the cores the actors leave, ``max(1, cores - workers)``, when the actors run
+        on this machine; unchanged when they run on a Dask cluster.
+
+    Returns
+    -------
+    RunResult
+        ``episodes``: the actors' games (``worker`` = actor index, ``loss`` = the
+        learner's last TD loss when the game reached it). ``updates``: the learner's.
+        ``time_split``: ``acting`` = actors' acting (forward pass, game, packing);
+        ``learning`` = the learner's updates (sampling included); ``communication``
+        = the learner's waiting for data, storing it and sending weights, plus the
+        actors' sending, loading weights and waiting for the learner (throttle or
+        lockstep). ``extra``: ``learner`` (its time split in seconds, updates,
+        threads), ``per_worker`` (per actor: pid, env steps, games, epsilon, time
+        split), ``param_lag`` (mean, median, p95, max in learner updates, over
+        transitions), ``replay_ratio`` (the ceiling), ``min_replay_ratio``,
+        ``achieved_replay_ratio`` (updates x batch / env steps) and
+        ``achieved_replay_ratio_learning`` (the same counting only env steps since
+        learning started), ``learning_started_at``, ``weights_sent``,
+        ``actor_waits`` and more.
+
+    Raises
+    ------
+    ValueError
+        For an out-of-range option (the message names it).
+    WorkerError
+        If an actor fails; ``err.partial`` holds every game gathered until then.
+    """
+    check_int("weights_every", weights_every)
+    check_bool("lockstep", lockstep)
+    ratio = float(config.replay_ratio)
+    if min_replay_ratio is None:
+        min_ratio = ratio / 2.0
+    else:
+        if (not isinstance(min_replay_ratio, (int, float, np.integer, np.floating)) or isinstance(min_replay_ratio, bool)
+                or not math.isfinite(min_replay_ratio) or not 0 <= min_replay_ratio <= ratio):
+            raise ValueError(f"min_replay_ratio must be a number in [0, replay_ratio] = [0, {ratio:g}], "
+                             f"got {min_replay_ratio!r}")
+        min_ratio = float(min_replay_ratio)
+    epsilons = _actor_epsilons(actor_epsilon, workers)
+    if learner_threads is not None:
+        check_int("learner_threads", learner_threads)
+    if config.total_env_steps is not None and config.total_env_steps < workers:
+        raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
+
+    from .cluster import active_dask_client
+
+    remote = active_dask_client() is not None
+    options = {"weights_every": weights_every, "min_replay_ratio": min_ratio,
+               "actor_epsilon": actor_epsilon if isinstance(actor_epsilon, str) else list(epsilons),
+               "lockstep": lockstep}
+    threads = learner_threads or (None if remote else max(1, joblib.cpu_count() - workers))
+    learner = _Learner(config, workers, weights_every, min_ratio, lockstep)
+    budgets = split_budget(config.total_env_steps, workers)
+    loop: RunLoop
+    group: TaskGroup | None = None
+
+    def result(status: str | None = None) -> RunResult:
+        return learner.result(loop, options, status, group, remote)
+
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result)
+    learner.t0 = loop.t0
+    t0_wall = time.time() - (time.perf_counter() - loop.t0)
+    init = learner.agent.get_weights()
+    kwargs = [dict(config=config, worker=k, workers=workers, budget=budgets[k], t0_wall=t0_wall, weights=init,
+                   epsilon=epsilons[k], lockstep=lockstep, parent_pid=os.getpid(), fault=_fault)
+              for k in range(workers)]
+    before = torch.get_num_threads()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        learner.threads = torch.get_num_threads()
+        with TaskGroup(_actor_task, kwargs) as group:
+            learner.group = group
+            drive_tasks(group, loop, learner.handle, learner.totals, "actors", lambda: result("failed"),
+                        work=learner.work)
+    except KeyboardInterrupt:
+        loop.interrupt()
+    finally:
+        torch.set_num_threads(before)
+        loop.close()
+    return result()
+
+
+def _actor_epsilons(actor_epsilon: Any, workers: int) -> list[float | None]:
+    """Each actor's fixed epsilon, or None for the config's schedule."""
+    if isinstance(actor_epsilon, str):
+        if actor_epsilon not in ACTOR_EPSILONS:
+            raise ValueError(f"actor_epsilon must be one of {list(ACTOR_EPSILONS)} or a list of {workers} "
+                             f"numbers in [0, 1], got {actor_epsilon!r}")
+        return [None] * workers if actor_epsilon == "schedule" else list(apex_epsilons(workers))
+    try:
+        values = [float(e) for e in actor_epsilon]
+    except (TypeError, ValueError):
+        values = []
+    if len(values) != workers or not all(0.0 <= e <= 1.0 for e in values):
+        raise ValueError(f"actor_epsilon must be one of {list(ACTOR_EPSILONS)} or a list of {workers} "
+                         f"numbers in [0, 1] (one per actor), got {actor_epsilon!r}")
+    return values
+
+
+class _Learner:
+    """The learner: replay buffer, agent, replay-ratio accounting, throttle, lag and timing."""
+
+    def __init__(self, config: TrainConfig, workers: int, weights_every: int, min_ratio: float, lockstep: bool):
+        self.config, self.workers = config, workers
+        self.weights_every, self.min_ratio, self.lockstep = weights_every, min_ratio, lockstep
+        _, replay_seed, agent_seed = worker_seeds(config.seed, 0)
+        self.buffer = ReplayBuffer(config.buffer_size, seed=replay_seed)
+        self.agent = DQNAgent(config, seed=agent_seed)
+        self.group: TaskGroup | None = None
+        self.t0 = time.perf_counter()
+        self.threads: int | None = None
+        self.env_steps = 0  # transitions received (= env steps of all actors)
+        self.steps = [0] * workers  # per actor
+        self.rows: list[dict[str, Any]] = []
+        self.credit = 0.0  # updates owed at the replay ratio
+        self.started_at: int | None = None  # env steps when learning started
+        self.first_data_s: float | None = None  # seconds from the start to the first transitions
+        self.last_loss = math.nan
+        self.lag = Counter()  # lag in updates -> transitions
+        self.timing = {"learning": 0.0, "receiving": 0.0, "sending_weights": 0.0}
+        self.weights_sent = 0  # weight dicts sent (one per actor per broadcast)
+        self.broadcast_at = 0  # updates at the last broadcast
+        self.version_sent = [0] * workers  # weights version each actor has
+        self.paused = False  # actors told to pause (throttle)
+        self.pauses = 0
+        self.actors: list[dict[str, Any]] = [{} for _ in range(workers)]
+        self.exited: set[int] = set()
+        self.upe = config.updates_per_env_step
+
+    @property
+    def updates(self) -> int:
+        return self.agent.updates
+
+    def totals(self) -> tuple[int, int, float]:
+        return self.env_steps, self.updates, recent_score(self.rows)
+
+    # ------------------------------------------------------------------ messages
+    def handle(self, kind: str, k: int, payload: Any) -> None:
+        if kind in ("data", "done"):
+            t0 = time.perf_counter()
+            self._store(k, payload)
+            self.timing["receiving"] += time.perf_counter() - t0
+            if kind == "data" and self.lockstep:
+                self._learn(self.owed())
+                self._send_weights([k])
+            elif kind == "data":
+                self._throttle()
+        elif kind == "exit":
+            self.exited.add(k)
+
+    def _store(self, k: int, p: dict[str, Any]) -> None:
+        self.actors[k] = {key: p[key] for key in ("env_steps", "episodes", "timing", "weights_loads", "waits",
+                                                   "epsilon")}
+        for row in p["rows"]:
+            row["loss"] = self.last_loss
+        self.rows.extend(p["rows"])
+        t = p["transitions"]
+        if t is None:
+            return
+        n = len(t["actions"])
+        if self.first_data_s is None:
+            self.first_data_s = time.perf_counter() - self.t0
+        self.buffer.add_batch(t["boards"], t["actions"], t["rewards"], t["next_boards"], t["dones"], t["next_masks"])
+        self.env_steps += n
+        self.steps[k] += n
+        self.lag[self.updates - p["version"]] += n
+        if p["finished"] and self.config.target_update == 0:
+            self.agent.sync_target()  # the user's schedule: at the end of every game, as serial does
+        if self.env_steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
+            if self.started_at is None:
+                self.started_at = self.env_steps - n
+            self.credit += n * self.upe
+
+    def owed(self) -> int:
+        """Updates owed at ``replay_ratio`` for the data received so far."""
+        return int(self.credit)
+
+    def deficit(self) -> float:
+        """Updates the learner is behind ``min_replay_ratio`` (negative: ahead of it)."""
+        if self.started_at is None or self.min_ratio <= 0:
+            return -math.inf
+        return (self.env_steps - self.started_at) * self.min_ratio / self.config.batch_size - self.updates
+
+    # ------------------------------------------------------------------ learning
+    def work(self) -> bool:
+        """Updates for up to :data:`LEARN_SLICE_S` seconds; True if more are owed now."""
+        owed = self.owed()
+        if self.lockstep or owed < 1:
+            return False
+        done = self._learn(owed, LEARN_SLICE_S)
+        self._throttle()
+        return done < owed
+
+    def _learn(self, n: int, max_s: float = math.inf) -> int:
+        """Up to ``n`` updates (fewer if ``max_s`` seconds pass); broadcast weights on schedule."""
+        t0 = time.perf_counter()
+        done = 0
+        while done < n:
+            self.last_loss = self.agent.update(self.buffer.sample(self.config.batch_size))
+            done += 1
+            if not self.lockstep and self.updates - self.broadcast_at >= self.weights_every:
+                self.timing["learning"] += time.perf_counter() - t0
+                self._send_weights([k for k in range(self.workers) if k not in self.exited])
+                t0 = time.perf_counter()
+            if time.perf_counter() - t0 >= max_s:
+                break
+        self.credit -= done
+        self.timing["learning"] += time.perf_counter() - t0
+        return done
+
+    # ------------------------------------------------------------------ orders to actors
+    def _send_weights(self, actors: list[int]) -> None:
+        """Send ``actors`` the current weights (None for an actor that already has them)."""
+        t0 = time.perf_counter()
+        weights = None
+        for k in actors:
+            fresh = self.version_sent[k] != self.updates
+            if fresh and weights is None:
+                weights = self.agent.get_weights()
+            self.group.send(k, ("weights", {"weights": weights if fresh else None, "version": self.updates}))
+            self.version_sent[k] = self.updates
+            self.weights_sent += int(fresh)
+        self.broadcast_at = self.updates
+        self.timing["sending_weights"] += time.perf_counter() - t0
+
+    def _throttle(self) -> None:
+        """Pause the actors when the learner is over :data:`SLACK_UPDATES` behind
+        ``min_replay_ratio``; let them go again at half that (hysteresis)."""
+        d = self.deficit()
+        if not self.paused and d > SLACK_UPDATES:
+            self.paused = True
+            self.pauses += 1
+        elif self.paused and d <= SLACK_UPDATES / 2:
+            self.paused = False
+        else:
+            return
+        t0 = time.perf_counter()
+        for k in range(self.workers):
+            if k not in self.exited:
+                self.group.send(k, ("pause" if self.paused else "go",))
+        self.timing["sending_weights"] += time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ result
+    def result(self, loop: RunLoop, options: dict[str, Any], status: str | None, group: TaskGroup | None,
+               remote: bool) -> RunResult:
+        c = self.config
+        wall = loop.elapsed
+        per_worker = []
+        for k, a in enumerate(self.actors):
+            t = a.get("timing", {})
+            per_worker.append({
+                "worker": k, "pid": (group.pids.get(k) if group is not None else None),
+                "env_steps": self.steps[k], "episodes": sum(1 for r in self.rows if r["worker"] == k),
+                "epsilon": a.get("epsilon"), "acting_s": t.get("acting", 0.0), "sending_s": t.get("sending", 0.0),
+                "receiving_s": t.get("receiving", 0.0), "waiting_s": t.get("waiting", 0.0),
+                "loading_weights_s": t.get("weights", 0.0),
+                "weights_loads": a.get("weights_loads", 0), "waits": a.get("waits", 0),
+            })
+        busy = sum(self.timing.values())
+        learner = {"learning_s": self.timing["learning"], "receiving_s": self.timing["receiving"],
+                   "sending_weights_s": self.timing["sending_weights"],
+                   "waiting_s": max(0.0, wall - busy), "first_data_s": self.first_data_s,
+                   "updates": self.updates, "torch_threads": self.threads,
+                   "updates_per_s": self.updates / wall if wall > 0 else None}
+        actor_comm = sum(w["sending_s"] + w["receiving_s"] + w["waiting_s"] + w["loading_weights_s"]
+                         for w in per_worker)
+        learner_comm = learner["receiving_s"] + learner["sending_weights_s"] + learner["waiting_s"]
+        learned_steps = self.env_steps - self.started_at if self.started_at is not None else 0
+        return RunResult(
+            scheme="actors", config=c, workers=self.workers, episodes=episodes_frame(self.rows),
+            env_steps=self.env_steps, updates=self.updates, wall_time_s=wall,
+            time_split={"acting": sum(w["acting_s"] for w in per_worker), "learning": self.timing["learning"],
+                        "communication": actor_comm + learner_comm},
+            weights=self.agent.get_weights(), history=pd.DataFrame(loop.history), status=status or loop.status,
+            options=dict(options),
+            extra={
+                "learner": learner, "per_worker": per_worker, "param_lag": _lag_summary(self.lag),
+                "replay_ratio": c.replay_ratio, "min_replay_ratio": self.min_ratio,
+                "achieved_replay_ratio": self.updates * c.batch_size / self.env_steps if self.env_steps else None,
+                "achieved_replay_ratio_learning": (self.updates * c.batch_size / learned_steps
+                                                   if learned_steps else None),
+                "learning_started_at": self.started_at, "slack_updates": SLACK_UPDATES,
+                "updates_owed": self.owed(), "throttle_pauses": self.pauses, "weights_every": self.weights_every,
+                "weights_sent": self.weights_sent, "actor_waits": sum(w["waits"] for w in per_worker),
+                "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,
+            },
+        )
+
+
+def _lag_summary(lag: Counter) -> dict[str, Any]:
+    """Mean, median, 95th percentile and max of the parameter lag (updates), over transitions."""
+    total = sum(lag.values())
+    if total == 0:
+        return {"mean": None, "median": None, "p95": None, "max": None, "transitions": 0,
+                "unit": "learner updates"}
+    values = np.array(sorted(lag), dtype=np.float64)
+    counts = np.array([lag[v] for v in sorted(lag)], dtype=np.float64)
+    cum = np.cumsum(counts) / total
+    return {"mean": float(np.dot(values, counts) / total), "median": float(values[np.searchsorted(cum, 0.5)]),
+            "p95": float(values[np.searchsorted(cum, 0.95)]), "max": float(values[-1]), "transitions": int(total),
+            "unit": "learner updates"}
+
+
+# ----------------------------------------------------------------------------- the actor (a worker task)
+def _orders(ch: Channel) -> list[tuple]:
+    """Every order waiting for this actor, without blocking (a stop sets ``ch.stopped``)."""
+    out = []
+    while True:
+        try:
+            msg = ch.outbox.get_nowait()
+        except queue.Empty:
+            return out
+        if msg[0] == "stop":
+            ch.stopped = True
+        else:
+            out.append(msg)
+
+
+def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, budget: int | None, t0_wall: float,
+                weights: dict[str, np.ndarray], epsilon: float | None, lockstep: bool, parent_pid: int,
+                fault: dict[str, Any] | None) -> None:
+    """One actor, in a worker task, for the whole run (see the module docstring).
+
+    Sends ``data`` messages (transitions since the last one, the weights version
+    they were acted with, finished games, counters and timing) and a final ``done``.
+    On an exception it first sends what it gathered, then re-raises.
+    """
+    if os.getpid() != parent_pid and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)  # a batched forward pass of n_envs boards: one thread is plenty
+    clock0 = time.perf_counter() - (time.time() - t0_wall)  # the learner's start, on this process's clock
+    deadline = None if config.max_seconds is None else clock0 + config.max_seconds
+    env_seed, _, agent_seed = worker_seeds(config.seed, worker)
+    env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
+                      invalid_move_reward=config.invalid_move_reward)
+    agent = DQNAgent(config, seed=agent_seed)  # its rng explores; its weights come from the learner
+    agent.set_weights(weights)
+    boards = env.reset()  # as the serial learner does (the constructor's boards are not used)
+    masks = legal_actions_batch(boards)
+    st = {"version": 0, "paused": False, "env_steps": 0, "episodes": 0, "loads": 0, "waits": 0}
+    timing = {"acting": 0.0, "sending": 0.0, "receiving": 0.0, "waiting": 0.0, "weights": 0.0}
+    chunk: list[tuple] = []
+    rows: list[dict[str, Any]] = []
+    finished_in_chunk = 0
+    last_flush = last_orders = time.perf_counter()
+
+    def current_epsilon() -> float:
+        if epsilon is not None:
+            return epsilon
+        return epsilon_at(config, st["env_steps"] * workers, st["version"])
+
+    def flush(kind: str = "data") -> None:
+        nonlocal chunk, rows, finished_in_chunk, last_flush
+        t0 = time.perf_counter()
+        transitions = None
+        if chunk:
+            cols = list(zip(*chunk))
+            transitions = {name: np.concatenate(col) for name, col in
+                           zip(("boards", "actions", "rewards", "next_boards", "dones", "next_masks"), cols)}
+        ch.send(kind, {"transitions": transitions, "version": st["version"], "finished": finished_in_chunk,
+                       "rows": rows, "env_steps": st["env_steps"], "episodes": st["episodes"],
+                       "timing": dict(timing), "weights_loads": st["loads"], "waits": st["waits"],
+                       "epsilon": epsilon})
+        chunk, rows, finished_in_chunk = [], [], 0
+        last_flush = time.perf_counter()
+        timing["sending"] += last_flush - t0
+
+    def apply(orders: list[tuple]) -> None:
+        newest = None
+        for msg in orders:
+            if msg[0] == "weights":
+                if msg[1]["weights"] is not None:
+                    newest = msg[1]["weights"]
+                st["version"] = msg[1]["version"]
+            elif msg[0] in ("pause", "go"):
+                st["paused"] = msg[0] == "pause"
+        if newest is not None:
+            t0 = time.perf_counter()
+            agent.set_weights(newest)
+            st["loads"] += 1
+            timing["weights"] += time.perf_counter() - t0
+
+    def take_orders() -> None:
+        nonlocal last_orders
+        t0 = time.perf_counter()
+        orders = _orders(ch)
+        last_orders = time.perf_counter()
+        timing["receiving"] += last_orders - t0
+        if chunk and any(m[0] == "weights" for m in orders):
+            flush()  # one weights version per message
+        apply(orders)
+
+    def wait_for_learner() -> None:
+        """Block until the learner sends something (weights, go, or stop)."""
+        t0 = time.perf_counter()
+        st["waits"] += 1
+        msg = ch.wait()
+        if msg[0] != "stop":
+            apply([msg] + _orders(ch))
+        timing["waiting"] += time.perf_counter() - t0
+
+    try:
+        while ((budget is None or st["env_steps"] < budget)
+               and (deadline is None or time.perf_counter() < deadline) and not ch.stopped):
+            if time.perf_counter() - last_orders >= ORDERS_S:
+                take_orders()
+            while st["paused"] and not ch.stopped:  # the learner is behind: let it catch up
+                if chunk or rows:
+                    flush()
+                wait_for_learner()
+            if ch.stopped:
+                break
+            t0 = time.perf_counter()
+            actions = agent.act(boards, masks, current_epsilon())
+            out = env.step(actions)
+            n = len(actions)
+            chunk.append((boards, actions.astype(np.uint8), transform_rewards(config, out.rewards),
+                          out.next_boards, out.terminated, legal_actions_batch(out.next_boards)))
+            boards, masks = out.boards, out.action_masks
+            st["env_steps"] += n
+            done = np.flatnonzero(out.terminated | out.truncated)
+            if len(done):
+                now, eps = time.perf_counter() - clock0, current_epsilon()
+                for i in done:
+                    rows.append({"worker": worker, "episode": st["episodes"], "env_steps": st["env_steps"],
+                                 "wall_time_s": now, "score": int(out.episode_scores[i]),
+                                 "max_tile": int(out.episode_max_tiles[i]), "moves": int(out.episode_moves[i]),
+                                 "epsilon": eps, "loss": math.nan})
+                    st["episodes"] += 1
+                finished_in_chunk += len(done)
+            timing["acting"] += time.perf_counter() - t0
+            check_fault(fault, worker, env_steps=st["env_steps"])
+            if lockstep:
+                flush()
+                wait_for_learner()
+            elif time.perf_counter() - last_flush >= FLUSH_S or len(chunk) * n >= MAX_CHUNK:
+                flush()
+    except BaseException:
+        try:
+            flush()  # keep the games finished since the last message
+        except Exception:  # the queue is gone too: the original error matters more
+            pass
+        raise
+    flush("done")

@@ -1,0 +1,84 @@
+"""``averaged``: one learner; K workers each step on their own minibatch, weights averaged.
+
+The user's fourth idea ("spin up entirely different processes that would each grab a
+different minibatch and train the input model on it, then return the weights ...
+average out the models"). The parent is the single DQN learner (its boards, its
+replay buffer). Each update, it draws K independent minibatches of ``B``
+transitions (uniform, with replacement) from its buffer and ships minibatch ``k`` to
+worker ``k``; every worker takes one optimiser step from a copy of the current
+online/target weights and optimiser state; the K results are averaged with equal
+weights, every update. That is one-step local SGD / FedAvg with one local step
+(Zinkevich et al. 2010; McMahan et al. 2017) on an effective minibatch of K x B.
+
+The number of updates per env step is serial's (``replay_ratio / batch_size``), so
+each env step is trained on K times as many samples: more learning per game, not
+faster games -- as the user expected ("does not improve per-episode training time").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..config import TrainConfig
+from ..replay import Minibatch
+from ..results import RunResult
+from .base import Learner
+from .parallel import OPTIMIZERS, check_choice, run_rounds
+
+__all__ = ["run", "draw_minibatches"]
+
+
+def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:
+    """``k`` independent minibatches of ``config.batch_size`` from the learner's buffer.
+
+    Drawn one after the other from the buffer's own random stream, so with ``k = 1``
+    the minibatch is exactly the one the serial learner would sample.
+    """
+    return [learner.buffer.sample(learner.config.batch_size) for _ in range(k)]
+
+
+def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
+        callback: Callable[[RunResult], Any] | None = None, optimizer: str = "adam",
+        _fault: dict[str, Any] | None = None) -> RunResult:
+    """Train one learner whose every update averages K workers' steps on K minibatches.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        ``batch_size`` is each worker's minibatch ``B``; the effective batch is K x B.
+    workers : int
+        K worker processes (>= 1). With K = 1 the step runs in this process and the
+        update equals serial's (same minibatch, same Adam step).
+    progress : bool
+        Show a progress bar.
+    callback : callable, optional
+        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    optimizer : {"adam", "sgd"}
+        ``"adam"`` (default; Adam moments travel with the weights and are averaged
+        too) or plain ``"sgd"`` at ``config.lr``.
+
+    Returns
+    -------
+    RunResult
+        ``time_split`` as in :func:`dqnlab.schemes.sharded.run`. ``extra``:
+        ``effective_batch`` (K x B), ``effective_replay_ratio`` (samples trained on
+        per env step, K x ``replay_ratio``), ``per_worker``, ``optimizer``, ``rounds``,
+        ``round_ms_mean``. Updates/s is ``RunResult.updates_per_s``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``optimizer``.
+    WorkerError
+        If a worker fails; ``err.partial`` holds the run so far (``status="failed"``).
+    """
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+
+    def make_batches(learner: Learner) -> tuple[list[Minibatch], None]:
+        return draw_minibatches(learner, workers), None
+
+    return run_rounds("averaged", config, workers, progress, callback, {"optimizer": optimizer}, make_batches,
+                      optimizer, {"effective_batch": workers * config.batch_size,
+                                  "effective_replay_ratio": workers * config.replay_ratio,
+                                  "optimizer": optimizer}, _fault)

@@ -1,0 +1,324 @@
+"""``independent``: K independent DQN learners that share parameters on a sync schedule.
+
+The user's first idea: "train multiple DQN agents at the same time, then periodically
+by some sharing plan ... share the model weights that each agent has trained". Each
+of the K learners is a whole serial DQN (:class:`~dqnlab.schemes.base.Learner`) in its
+own worker process: its own ``n_envs`` boards, replay buffer, online/target networks
+and Adam state, with seeds derived from ``(seed, k)``. The env-step budget is split
+evenly across learners. All learners start from the same initial weights (learner
+0's), as parameter averaging requires (Zinkevich et al. 2010; McMahan et al. 2017,
+FedAvg); exploration, games and replay differ.
+
+Every ``sync_every`` updates each learner checks in with the parent (see
+:class:`~dqnlab.schemes.parallel.SyncSchedule`), posting its weights and its recent
+mean score; the parent measures how far the learners have drifted apart (the
+divergence, recorded at every check-in) and, when the schedule says so, sends every
+learner the combined weights:
+
+* ``none`` -- never share (the control: K separate runs);
+* ``periodic`` -- plain average every ``sync_every`` updates (local SGD / FedAvg);
+* ``final`` -- plain average every ``sync_every`` updates, but only in the last
+  ``final_fraction`` of the budget (the user's "share periodically in last 25%");
+* ``weighted`` -- average weighted by ``softmax(score / temperature)``: "favour the
+  better agent";
+* ``best`` -- every learner gets a copy of the best learner's weights (a form of
+  population-based selection).
+
+Only the online network's weights are shared; each learner keeps its own target
+network (it catches up at its next target sync) and its own Adam moments, as local
+SGD methods keep optimiser state local. Shared learners of this kind are also how
+Gorila (Nair et al. 2015, arXiv:1507.04296) scales, there through a parameter server.
+
+How it runs: one long-lived joblib task per learner (the learner and its replay
+buffer live for the whole run), talking to the parent through
+``multiprocessing.Manager`` queues: the parent runs the sync barrier, gathers the
+episodes as they finish (live progress and callbacks), and can tell the learners to
+stop. A learner's exception stops the others and raises
+:class:`~dqnlab.schemes.parallel.WorkerError` with the episodes gathered so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from ..agent import DQNAgent
+from ..config import TrainConfig
+from ..results import RunResult
+from .base import Learner, RunLoop, episodes_frame, recent_score, worker_seeds
+from .parallel import (
+    SCORE_WINDOW,
+    SYNC_SCHEDULES,
+    Channel,
+    SyncSchedule,
+    TaskGroup,
+    check_choice,
+    check_fault,
+    check_int,
+    check_number,
+    combine_weights,
+    divergence,
+    drive_tasks,
+    split_budget,
+    torch_threads,
+)
+
+__all__ = ["run"]
+
+
+def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
+        callback: Callable[[RunResult], Any] | None = None, sync: str = "periodic", sync_every: int = 500,
+        final_fraction: float = 0.25, temperature: float = 500.0,
+        _fault: dict[str, Any] | None = None) -> RunResult:
+    """Train ``workers`` independent learners that share weights per ``sync``.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        ``total_env_steps`` is split evenly across learners; ``buffer_size``,
+        ``learning_starts`` and ``epsilon_decay_steps`` are per learner.
+    workers : int
+        K learners, one worker process each (>= 1, <= ``total_env_steps``). With
+        K = 1 the learner runs in this process and, whatever the schedule, plays the
+        same games as ``serial`` with the same seed.
+    progress : bool
+        Show a progress bar (all learners together).
+    callback : callable, optional
+        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    sync : {"none", "periodic", "final", "weighted", "best"}
+        Sharing schedule (default ``"periodic"``); see the module docstring.
+    sync_every : int
+        Updates of each learner between check-ins (default 500).
+    final_fraction : float
+        For ``sync="final"``: share only in this last fraction of the budget (env
+        steps or seconds, whichever runs out first), in (0, 1]; default 0.25.
+    temperature : float
+        For ``sync="weighted"``: softmax temperature in points of game score, > 0
+        (default 500: a learner 500 points ahead gets e = 2.7 times the weight).
+
+    Returns
+    -------
+    RunResult
+        ``episodes`` of every learner (``worker`` column = learner index: per-learner
+        curves). ``weights``: the combination the schedule would make at one more
+        sync at the end (average / weighted / best; for ``none`` the best learner's).
+        ``time_split`` summed over learners; ``communication`` is time in sync
+        check-ins (sending weights, waiting at the barrier) and progress messages.
+        ``extra``: ``per_worker`` (env steps, updates, games, time split, recent
+        score), ``divergence`` (one row per check-in round: ``round``, ``updates``
+        per learner, total ``env_steps``, ``wall_time_s``, ``divergence`` = mean L2
+        distance of each learner's parameters to their mean, ``divergence_rel``
+        (divided by the mean's norm), ``synced``, ``coefficients``, ``scores``),
+        ``syncs`` (rounds applied), ``final_weights`` (how they were made).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``sync`` or an out-of-range option (the message names it).
+    WorkerError
+        If a learner fails; ``err.partial`` holds every episode gathered until then.
+
+    Notes
+    -----
+    A time budget (``config.max_seconds``) counts from this call, so it includes
+    starting the worker processes: a few seconds the first time in a Python session
+    (each imports torch), nothing later (joblib keeps its pool).
+    """
+    check_choice("sync", sync, SYNC_SCHEDULES)
+    check_int("sync_every", sync_every)
+    check_number("final_fraction", final_fraction, 0.0, 1.0, text="a number in (0, 1]")
+    check_number("temperature", temperature, 0.0, text="a number > 0 (points)")
+    if config.total_env_steps is not None and config.total_env_steps < workers:
+        raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
+    options = {"sync": sync, "sync_every": sync_every, "final_fraction": final_fraction, "temperature": temperature}
+    budgets = split_budget(config.total_env_steps, workers)
+    init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()
+    state = _State(workers, init)
+    loop: RunLoop
+
+    def result(status: str | None = None) -> RunResult:
+        return state.result(config, sync, temperature, options, loop, status)
+
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result)
+    t0_wall = time.time() - (time.perf_counter() - loop.t0)
+    kwargs = [dict(config=config, worker=k, budget=budgets[k], sync=sync, sync_every=sync_every,
+                   final_fraction=final_fraction, t0_wall=t0_wall, init_weights=init if workers > 1 else None,
+                   report_every_s=loop.report_every_s / 2, fault=_fault) for k in range(workers)]
+
+    def handle(kind: str, k: int, payload: Any) -> None:
+        state.handle(kind, k, payload, loop, group, sync, temperature)
+
+    try:
+        with TaskGroup(_learner_task, kwargs) as group:
+            drive_tasks(group, loop, handle, state.totals, "independent", lambda: result("failed"))
+    except KeyboardInterrupt:
+        loop.interrupt()
+    finally:
+        loop.close()
+    return result()
+
+
+class _State:
+    """What the parent knows about the learners (updated from their messages)."""
+
+    def __init__(self, workers: int, init: dict):
+        self.workers = workers
+        self.rows: list[dict[str, Any]] = []
+        self.latest = [{"env_steps": 0, "updates": 0, "timing": {"acting": 0.0, "learning": 0.0},
+                        "comm_s": 0.0, "score": math.nan} for _ in range(workers)]
+        self.weights: list[dict | None] = [None] * workers  # last weights seen per learner
+        self.final: list[dict | None] = [None] * workers
+        self.init = init
+        self.alive = set(range(workers))
+        self.rounds: dict[int, dict[int, dict[str, Any]]] = {}
+        self.divergence: list[dict[str, Any]] = []
+        self.syncs = 0
+        self.torch_threads = [None] * workers
+
+    def totals(self) -> tuple[int, int, float]:
+        return (sum(w["env_steps"] for w in self.latest), sum(w["updates"] for w in self.latest),
+                recent_score(self.rows))
+
+    def handle(self, kind: str, k: int, payload: Any, loop: RunLoop, group: TaskGroup, sync: str,
+               temperature: float) -> None:
+        if kind in ("progress", "done"):
+            self.rows.extend(payload["rows"])
+            self.latest[k] = {key: payload[key] for key in ("env_steps", "updates", "timing", "comm_s", "score")}
+            if kind == "done":
+                self.final[k] = self.weights[k] = payload["weights"]
+        elif kind == "sync":
+            self.weights[k] = payload["weights"]
+            self.rounds.setdefault(payload["round"], {})[k] = payload
+            self._complete(payload["round"], loop, group, sync, temperature)
+        elif kind == "exit":
+            self.alive.discard(k)
+            for r in sorted(self.rounds):
+                self._complete(r, loop, group, sync, temperature)
+
+    def _complete(self, r: int, loop: RunLoop, group: TaskGroup, sync: str, temperature: float) -> None:
+        """Close round ``r`` once every learner still running has checked in."""
+        posted = self.rounds.get(r)
+        if posted is None or not self.alive <= set(posted):
+            return
+        del self.rounds[r]
+        ks = sorted(posted)
+        ws = [posted[k]["weights"] for k in ks]
+        scores = [posted[k]["score"] for k in ks]
+        # A round syncs only if every learner in it asked to (with a time budget the
+        # learners may disagree at the start of the final phase: then nobody syncs).
+        applied = sync != "none" and all(posted[k]["active"] for k in ks)
+        combined, coefs = combine_weights(sync, ws, scores, temperature) if applied else (None, None)
+        for k in ks:
+            if posted[k]["active"]:
+                group.send(k, ("weights", combined))
+        d, rel = divergence(ws) if len(ws) > 1 else (0.0, 0.0)
+        self.syncs += int(applied)
+        self.divergence.append({
+            "round": r, "updates": max(posted[k]["updates"] for k in ks),
+            "env_steps": sum(posted[k]["env_steps"] for k in ks), "wall_time_s": loop.elapsed,
+            "learners": ks, "divergence": d, "divergence_rel": rel, "synced": applied,
+            "coefficients": None if coefs is None else [float(c) for c in coefs],
+            "scores": [float(s) for s in scores],
+        })
+
+    def result(self, config: TrainConfig, sync: str, temperature: float, options: dict, loop: RunLoop,
+               status: str | None) -> RunResult:
+        have = [k for k in range(self.workers) if self.weights[k] is not None]
+        scores = [self.latest[k]["score"] for k in have]
+        if not have:
+            weights, how = self.init, "initial weights (no learner has reported weights yet)"
+        elif len(have) == 1:
+            weights, how = self.weights[have[0]], f"learner {have[0]}"
+        else:
+            weights, coefs = combine_weights(sync, [self.weights[k] for k in have], scores, temperature)
+            how = {"none": f"best learner by recent score (learner {have[int(coefs.argmax())]})",
+                   "best": f"best learner by recent score (learner {have[int(coefs.argmax())]})",
+                   "weighted": f"score-weighted average, coefficients {[round(float(c), 4) for c in coefs]}"
+                   }.get(sync, "plain average of the learners' last weights")
+        per_worker = [{
+            "worker": k, "env_steps": w["env_steps"], "updates": w["updates"],
+            "episodes": sum(1 for r in self.rows if r["worker"] == k), "acting_s": w["timing"]["acting"],
+            "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"], "score_recent": w["score"],
+        } for k, w in enumerate(self.latest)]
+        env_steps, updates, _ = self.totals()
+        return RunResult(
+            scheme="independent", config=config, workers=self.workers, episodes=episodes_frame(self.rows),
+            env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed,
+            time_split={"acting": sum(w["acting_s"] for w in per_worker),
+                        "learning": sum(w["learning_s"] for w in per_worker),
+                        "communication": sum(w["communication_s"] for w in per_worker)},
+            weights=weights, history=pd.DataFrame(loop.history), status=status or loop.status,
+            options=dict(options),
+            extra={"per_worker": per_worker, "divergence": list(self.divergence), "syncs": self.syncs,
+                   "final_weights": how, "common_init": True, "score_window": SCORE_WINDOW,
+                   "torch_threads_per_worker": torch_threads(self.workers)},
+        )
+
+
+def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, budget: int | None, sync: str,
+                  sync_every: int, final_fraction: float, t0_wall: float, init_weights: dict | None,
+                  report_every_s: float, fault: dict[str, Any] | None) -> None:
+    """One learner, in a worker process, for the whole run (see the module docstring).
+
+    Sends ``progress`` (new episode rows, counters, timing) every ``report_every_s``,
+    ``sync`` at every check-in (waiting for the parent's weights when active), and
+    ``done`` with its final weights. On an exception it first sends the rows
+    gathered since the last report, then re-raises (the task wrapper reports it).
+    """
+    clock0 = time.perf_counter() - (time.time() - t0_wall)  # the parent's start, on this process's clock
+    learner = Learner(config, worker=worker, clock0=clock0)
+    if init_weights is not None:
+        learner.agent.set_weights(init_weights, target=True)
+    deadline = None if config.max_seconds is None else clock0 + config.max_seconds
+    schedule = SyncSchedule(sync, sync_every, final_fraction)
+    comm = 0.0
+    sent = 0
+
+    def budget_fraction(now: float) -> float:
+        p = 0.0 if budget is None else learner.env_steps / budget
+        if config.max_seconds is not None:
+            p = max(p, (now - clock0) / config.max_seconds)
+        return min(1.0, p)
+
+    def report(kind: str, **more: Any) -> None:
+        nonlocal sent, comm
+        t0 = time.perf_counter()
+        rows, sent = learner.episodes[sent:], len(learner.episodes)
+        ch.send(kind, {"env_steps": learner.env_steps, "updates": learner.updates, "rows": rows,
+                       "timing": dict(learner.timing), "comm_s": comm,
+                       "score": recent_score(learner.episodes, SCORE_WINDOW), **more})
+        comm += time.perf_counter() - t0
+
+    next_report = time.perf_counter() + report_every_s
+    try:
+        while ((budget is None or learner.env_steps < budget)
+               and (deadline is None or time.perf_counter() < deadline) and not ch.stopped):
+            learner.act_step()
+            learner.learn()
+            check_fault(fault, worker, env_steps=learner.env_steps, updates=learner.updates)
+            now = time.perf_counter()
+            due = schedule.check(learner.updates, budget_fraction(now))
+            if due is not None:
+                r, active = due
+                ch.send("sync", {"round": r, "active": active, "weights": learner.agent.get_weights(),
+                                 "score": recent_score(learner.episodes, SCORE_WINDOW),
+                                 "env_steps": learner.env_steps, "updates": learner.updates})
+                if active:
+                    reply = ch.wait()
+                    if reply[0] == "weights" and reply[1] is not None:
+                        learner.agent.set_weights(reply[1])
+                comm += time.perf_counter() - now
+            if now >= next_report:
+                next_report = now + report_every_s
+                report("progress")
+                t0 = time.perf_counter()
+                ch.poll()
+                comm += time.perf_counter() - t0
+    except BaseException:
+        report("progress")  # keep the games finished since the last report
+        raise
+    report("done", weights=learner.agent.get_weights())

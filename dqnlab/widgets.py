@@ -1,0 +1,676 @@
+"""Control panels for the notebooks: one call builds a panel that trains a scheme live.
+
+>>> panel = dqnlab.widgets.control_panel("independent")   # doctest: +SKIP
+>>> panel                                                  # doctest: +SKIP
+
+The panel shows a slider for the worker count, a dropdown for the batch size, a
+slider for the budget in seconds, the seed, and one control per option of the scheme
+(read from the signature of its run function, so only the controls that apply are
+shown, e.g. the sync schedule for ``independent``, the lock for ``shared``), plus
+Run and Stop buttons, a status line and a live figure: speed (env steps/s, updates/s)
+and score against wall time, redrawn about every two seconds while the run goes on.
+
+How it stays responsive: Run starts :func:`dqnlab.train` in a background thread, so
+the kernel keeps processing widget events (a callback that blocked the kernel would
+never see the Stop click). The run's ``callback(snapshot)``, called about once a
+second from that thread, redraws the figure (matplotlib's object-oriented API, no
+pyplot) into an ``Image`` widget and returns True once Stop was clicked: the scheme
+then ends cleanly and the panel keeps what was gathered (:attr:`ControlPanel.result`,
+``status="stopped"``). Errors (a bad combination of settings, a worker that fails) are
+shown in the panel and kept in :attr:`ControlPanel.error`, never raised into the void
+of an ipywidgets callback.
+
+For scripts and headless runs, ``panel.run(blocking=True)`` starts the same run and
+waits for it (Ctrl-C / interrupting the kernel stops it cleanly).
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import io
+import math
+import os
+import re
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from .config import TrainConfig
+from .figures import SMOKE_ENV, budget, explore_config, setup, smoke_mode
+from .results import RunResult
+
+__all__ = ["control_panel", "ControlPanel", "scheme_panel", "SchemePanel", "scheme_options",
+           "smoke_mode", "budget", "setup", "SMOKE_ENV"]
+
+#: Batch sizes offered by the panel's dropdown.
+BATCH_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
+#: Parameters of a scheme's run function that are not options shown in a panel.
+_NOT_OPTIONS = {"config", "workers", "progress", "callback"}
+#: Schemes that always run one process (no worker slider).
+_SINGLE_PROCESS = {"serial"}
+#: Option -> (option it depends on, values of that option for which it applies).
+_APPLIES_WHEN: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "sync_every": ("sync", lambda v: v != "none"),
+    "final_fraction": ("sync", lambda v: v == "final"),
+    "temperature": ("sync", lambda v: v == "weighted"),
+}
+#: Nicer labels for known options (others: the name with spaces).
+_LABELS = {"sync": "sync schedule", "sync_every": "sync every (updates)", "final_fraction": "final fraction",
+           "temperature": "temperature (points)", "lock": "lock", "optimizer": "optimizer",
+           "weights_every": "weights every (updates)", "min_replay_ratio": "min replay ratio"}
+_STYLE = {"description_width": "initial"}
+
+_ACTIVE_LOCK = threading.Lock()
+_ACTIVE: "ControlPanel | None" = None  # the panel whose run is going on (one run at a time)
+
+
+# ---------------------------------------------------------------------------------- options
+def _numpydoc_params(func: Callable) -> dict[str, tuple[str, str]]:
+    """``{name: (type text, first line of description)}`` from a numpydoc Parameters section."""
+    doc = inspect.getdoc(func) or ""
+    m = re.search(r"^Parameters\n-+\n(.*?)(?:^\S[^\n]*\n-+\n|\Z)", doc, re.S | re.M)
+    if not m:
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    name = None
+    for line in m.group(1).splitlines():
+        head = re.match(r"^(\w+)\s*:\s*(.*)$", line)
+        if head:
+            name = head.group(1)
+            out[name] = (head.group(2).strip(), "")
+        elif name and line.strip() and not out[name][1]:
+            out[name] = (out[name][0], line.strip())
+    return out
+
+
+def scheme_options(scheme: str) -> dict[str, dict[str, Any]]:
+    """The options a scheme's run function takes, as the panel shows them.
+
+    Returns ``{name: {"default", "kind", "choices", "doc"}}`` for every keyword
+    parameter except ``config``, ``workers``, ``progress``, ``callback`` and private ones
+    (a leading underscore). ``kind`` is ``"choice"`` (a dropdown of ``choices``, read
+    from the docstring's ``{"a", "b"}`` type), ``"bool"``, ``"int"``, ``"float"``,
+    ``"optional int"`` / ``"optional float"`` (default None: a text box, empty = None)
+    or ``"text"``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme.
+    """
+    from .schemes import SCHEMES
+
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
+    func = SCHEMES[scheme]
+    docs = _numpydoc_params(func)
+    out: dict[str, dict[str, Any]] = {}
+    for name, p in inspect.signature(func).parameters.items():
+        if name in _NOT_OPTIONS or name.startswith("_") or p.kind not in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD):
+            continue
+        type_text, doc = docs.get(name, ("", ""))
+        default = None if p.default is inspect.Parameter.empty else p.default
+        choices = re.findall(r"""["']([^"']+)["']""", type_text) if type_text.startswith("{") else []
+        if choices:
+            kind = "choice"
+        elif isinstance(default, bool):
+            kind = "bool"
+        elif isinstance(default, int):
+            kind = "int"
+        elif isinstance(default, float):
+            kind = "float"
+        elif default is None and re.match(r"(int|float)\b", type_text or str(p.annotation)):
+            kind = "optional " + re.match(r"(int|float)\b", type_text or str(p.annotation)).group(1)
+        else:
+            kind = "text"
+        if kind == "choice" and default not in choices:
+            choices = [default, *choices] if default is not None else choices
+        out[name] = {"default": default, "kind": kind, "choices": choices, "doc": doc}
+    return out
+
+
+def _option_widget(name: str, spec: dict[str, Any], value: Any) -> W.Widget:
+    label = _LABELS.get(name, name.replace("_", " "))
+    common = dict(description=label, style=_STYLE, tooltip=spec["doc"] or label)
+    if spec["kind"] == "choice":
+        return W.Dropdown(options=spec["choices"], value=value, layout=W.Layout(width="260px"), **common)
+    if spec["kind"] == "bool":
+        return W.Checkbox(value=bool(value), indent=False, layout=W.Layout(width="auto"), **common)
+    if spec["kind"] == "int":
+        return W.IntText(value=int(value), layout=W.Layout(width="220px"), **common)
+    if spec["kind"] == "float":
+        return W.FloatText(value=float(value), layout=W.Layout(width="220px"), **common)
+    if spec["kind"].startswith("optional"):
+        return W.Text(value="" if value is None else str(value), placeholder="default",
+                      layout=W.Layout(width="240px"), **common)
+    return W.Text(value="" if value is None else str(value), layout=W.Layout(width="260px"), **common)
+
+
+# ------------------------------------------------------------------------------------ panel
+class ControlPanel:
+    """A scheme's control panel; build it with :func:`control_panel`.
+
+    Attributes
+    ----------
+    scheme : str
+    config : TrainConfig
+        Base configuration; each run replaces ``batch_size``, ``seed`` and the budget
+        (``max_seconds`` = the budget slider, no env-step limit).
+    workers, batch_size, budget_s, seed : ipywidgets.Widget
+        The common controls (``workers`` is hidden for single-process schemes).
+    options : dict of str to ipywidgets.Widget
+        One control per scheme option.
+    per_worker : ipywidgets.Checkbox
+        Draw one score line per worker (multi-process schemes).
+    run_button, stop_button : ipywidgets.Button
+    status : ipywidgets.HTML
+        What the run is doing, its summary when it ends, or the error.
+    figure : ipywidgets.Image
+        The live figure (PNG).
+    result : RunResult or None
+        The last run (complete, stopped, or the partial run of a failed one).
+    results : list of RunResult
+        Every run of this panel, oldest first.
+    error : str or None
+        The last run's error message (``"ValueError: ..."``), None if it went well.
+    widget : ipywidgets.VBox
+        The whole panel (displaying the panel displays this).
+    """
+
+    def __init__(self, scheme: str, config: TrainConfig | None = None, *, workers: int | None = None,
+                 batch_size: int | None = None, budget_s: float | None = None, seed: int = 0,
+                 max_workers: int | None = None, redraw_every_s: float = 2.0, **options: Any):
+        specs = scheme_options(scheme)  # raises ValueError for an unknown scheme
+        import matplotlib.pyplot  # noqa: F401 - import it here, not first in the training thread
+        unknown = sorted(set(options) - set(specs))
+        if unknown:
+            raise ValueError(f"scheme {scheme!r} does not take option(s) {unknown}; it takes {sorted(specs) or 'none'}")
+        self.scheme = scheme
+        self.config = config if config is not None else explore_config()
+        if not isinstance(self.config, TrainConfig):
+            raise ValueError(f"config must be a TrainConfig, got {type(self.config).__name__}")
+        self.redraw_every_s = redraw_every_s
+        self.result: RunResult | None = None
+        self.results: list[RunResult] = []
+        self.error: str | None = None
+        self.traceback: str | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._done.set()
+        self._draw_lock = threading.Lock()
+        self._last_draw = -math.inf
+        self._draw_cost = 0.0
+        self._started = 0.0
+        self._settings: dict[str, Any] = {}
+
+        single = scheme in _SINGLE_PROCESS
+        cores = os.cpu_count() or 1
+        max_workers = max_workers or max(8, cores)
+        default_workers = 1 if single else (workers or min(2, max_workers))
+        self.workers = W.IntSlider(value=default_workers, min=1, max=max(max_workers, default_workers),
+                                   description="workers", style=_STYLE, continuous_update=False,
+                                   tooltip=f"worker processes ({cores} CPU cores here)")
+        self.workers.layout.display = "none" if single else None
+        bs = batch_size or self.config.batch_size
+        self.batch_size = W.Dropdown(options=sorted(set(BATCH_SIZES) | {bs}), value=bs, description="batch size",
+                                     style=_STYLE, layout=W.Layout(width="180px"),
+                                     tooltip="transitions per minibatch (per update)")
+        secs = float(budget_s if budget_s is not None else (self.config.max_seconds or 60.0))
+        self.budget_s = W.FloatLogSlider(value=secs, base=10, min=math.log10(min(1.0, secs)),
+                                         max=math.log10(max(3600.0, secs)), step=0.05, description="budget (s)",
+                                         style=_STYLE, readout_format=".3g", continuous_update=False,
+                                         tooltip="wall-clock seconds the run may take")
+        self.seed = W.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed", style=_STYLE,
+                                     layout=W.Layout(width="150px"))
+        self._specs = specs
+        self.options: dict[str, W.Widget] = {
+            name: _option_widget(name, spec, options.get(name, spec["default"])) for name, spec in specs.items()}
+        for name, w in self.options.items():
+            w.observe(lambda _change: self._update_visibility(), names="value")
+        self.per_worker = W.Checkbox(value=False, description="score per worker", indent=False, style=_STYLE,
+                                     layout=W.Layout(width="auto", display="none" if single else None))
+        self.per_worker.observe(lambda _change: self._redraw(force=True), names="value")
+        self.run_button = W.Button(description="Run", button_style="success", icon="play",
+                                   tooltip="train with these settings (in the background)")
+        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
+                                    tooltip="end the run now, keeping what was gathered")
+        self.run_button.on_click(self._on_run)
+        self.stop_button.on_click(self._on_stop)
+        self.status = W.HTML(value=self._idle_text())
+        self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px"))
+        title = W.HTML(f"<b>{html.escape(scheme)}</b> &mdash; {html.escape(_first_line(scheme))}")
+        common = W.HBox([self.workers, self.batch_size, self.budget_s, self.seed],
+                        layout=W.Layout(flex_flow="row wrap"))
+        scheme_row = W.HBox(list(self.options.values()) + [self.per_worker], layout=W.Layout(flex_flow="row wrap"))
+        buttons = W.HBox([self.run_button, self.stop_button, self.status], layout=W.Layout(align_items="center"))
+        self.widget = W.VBox([title, common, scheme_row, buttons, self.figure])
+        self._update_visibility()
+
+    # ------------------------------------------------------------------ display
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        try:
+            settings = self.settings()
+        except ValueError as e:
+            settings = str(e)
+        return f"<ControlPanel {self.scheme!r} {settings}>"
+
+    def _update_visibility(self) -> None:
+        values = {name: getattr(w, "value", None) for name, w in self.options.items()}
+        for name, w in self.options.items():
+            dep = _APPLIES_WHEN.get(name)
+            applies = dep is None or dep[0] not in values or dep[1](values[dep[0]])
+            w.layout.display = None if applies else "none"
+
+    # ------------------------------------------------------------------ settings
+    def settings(self) -> dict[str, Any]:
+        """The settings a Run click would use: ``workers``, ``batch_size``, ``budget_s``,
+        ``seed`` and the scheme's options (only those that apply)."""
+        values = {name: self._option_value(name, w.value) for name, w in self.options.items()
+                  if w.layout.display != "none"}
+        return {"workers": int(self.workers.value), "batch_size": int(self.batch_size.value),
+                "budget_s": float(self.budget_s.value), "seed": int(self.seed.value), **values}
+
+    def _option_value(self, name: str, value: Any) -> Any:
+        """The value passed to the scheme: optional numbers are parsed from their text box
+        (empty = None); raises ValueError naming the option for text that is no number."""
+        kind = self._specs[name]["kind"]
+        if not kind.startswith("optional"):
+            return value
+        text = str(value).strip()
+        if not text or text.lower() == "none":
+            return None
+        try:
+            return int(text) if kind == "optional int" else float(text)
+        except ValueError:
+            raise ValueError(f"{name} must be {kind.split()[1]} or empty (default), got {text!r}") from None
+
+    def set(self, **values: Any) -> "ControlPanel":
+        """Set controls by name (``workers``, ``batch_size``, ``budget_s``, ``seed`` or an
+        option); returns the panel. Raises ValueError for an unknown name or a value a
+        control cannot take."""
+        common = {"workers": self.workers, "batch_size": self.batch_size, "budget_s": self.budget_s,
+                  "seed": self.seed}
+        for name, value in values.items():
+            w = common.get(name) or self.options.get(name)
+            if w is None:
+                raise ValueError(f"no control {name!r}; controls: {sorted(common) + sorted(self.options)}")
+            if name == "batch_size" and value not in w.options:
+                w.options = sorted(set(w.options) | {int(value)})
+            if name == "workers" and self.scheme in _SINGLE_PROCESS and value != 1:
+                raise ValueError(f"{self.scheme} runs one process: workers must be 1, got {value!r}")
+            if name == "workers" and value > w.max:
+                w.max = int(value)
+            if name == "budget_s" and value < 10**w.min:
+                w.min = math.log10(value)
+            if name in self._specs and self._specs[name]["kind"].startswith("optional"):
+                value = "" if value is None else str(value)
+            try:
+                w.value = value
+            except Exception as e:  # traitlets.TraitError and friends
+                raise ValueError(f"{name}: {e}") from None
+        return self
+
+    def _config(self, s: dict[str, Any]) -> TrainConfig:
+        return self.config.replace(batch_size=s["batch_size"], seed=s["seed"], max_seconds=s["budget_s"],
+                                   total_env_steps=None)
+
+    # ------------------------------------------------------------------ running
+    @property
+    def running(self) -> bool:
+        """Whether a run of this panel is going on."""
+        return not self._done.is_set()
+
+    def run(self, blocking: bool = False, timeout: float | None = None, **values: Any) -> RunResult | None:
+        """Start a run, as a click on Run does (after :meth:`set` of ``values``).
+
+        Parameters
+        ----------
+        blocking : bool
+            Wait for the run to end and return its result (for scripts and headless
+            notebook runs; an interactive Stop click cannot reach a busy kernel, but
+            interrupting the kernel stops the run cleanly).
+        timeout : float, optional
+            With ``blocking``: seconds to wait at most.
+
+        Returns
+        -------
+        RunResult or None
+            With ``blocking``, the run (None if it could not start); else None.
+        """
+        if values:
+            try:
+                self.set(**values)
+            except ValueError as e:
+                self._fail(f"ValueError: {e}")
+                return None
+        started = self._start()
+        if blocking and started:
+            self.wait(timeout)
+            return self.result
+        return None
+
+    def stop(self) -> None:
+        """Ask the run to end (at its next report, within about a second); keeps its data."""
+        if self.running:
+            self._stop.set()
+            self.stop_button.disabled = True
+            self._set_status("stopping&hellip;", colour="#a60")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the run to end; returns whether it has. Ctrl-C stops the run, then waits."""
+        try:
+            return self._done.wait(timeout)
+        except KeyboardInterrupt:
+            self.stop()
+            self._done.wait()
+            return True
+
+    def _on_run(self, _button: Any = None) -> None:
+        """Run button handler (never raises: problems are shown in the panel)."""
+        try:
+            self._start()
+        except Exception as e:  # noqa: BLE001 - the panel is where errors go
+            self._fail(f"{type(e).__name__}: {e}")
+
+    def _on_stop(self, _button: Any = None) -> None:
+        """Stop button handler."""
+        try:
+            self.stop()
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"{type(e).__name__}: {e}")
+
+    def _start(self) -> bool:
+        global _ACTIVE
+        if self.running:
+            self._set_status("a run is already going on: Stop it first", colour="#a60", keep=True)
+            return False
+        try:
+            s = self.settings()
+            config = self._config(s)
+        except ValueError as e:
+            self._fail(f"ValueError: {e}")
+            return False
+        workers = s.pop("workers")
+        for key in ("batch_size", "budget_s", "seed"):
+            s.pop(key)
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None and _ACTIVE.running:
+                self._fail(f"another panel ({_ACTIVE.scheme}) is running: stop it first "
+                           "(two runs at once would share the CPU and measure each other)")
+                return False
+            _ACTIVE = self
+            self._stop.clear()
+            self._done.clear()
+        self.error = None
+        self._settings = {"workers": workers, **s}
+        self._last_draw = -math.inf
+        self._started = time.perf_counter()
+        self._enable(False)
+        self._set_status(f"starting {self.scheme} x{workers}&hellip;", colour="#06c")
+        self._thread = threading.Thread(target=self._work, args=(config, workers, s),
+                                        name=f"dqnlab-panel-{self.scheme}", daemon=True)
+        self._thread.start()
+        return True
+
+    def _work(self, config: TrainConfig, workers: int, options: dict[str, Any]) -> None:
+        from . import train
+
+        result: RunResult | None = None
+        try:
+            result = train(self.scheme, config, workers=workers, progress=False, callback=self._callback, **options)
+        except Exception as e:  # noqa: BLE001 - shown in the panel
+            result = getattr(e, "partial", None)
+            self.error = f"{type(e).__name__}: {e}"
+            self._log_traceback()
+        finally:
+            try:
+                if result is not None:
+                    self.result = result
+                    self.results.append(result)
+                    self._redraw(result, force=True)
+                if self.error:
+                    self._fail(self.error, kept=result)
+                elif result is not None:
+                    self._set_status(self._summary_text(result), colour="#070")
+            finally:
+                self._enable(True)
+                self._done.set()
+
+    def _callback(self, snapshot: RunResult) -> bool:
+        """The run's callback (training thread): redraw now and then; True once Stop was clicked."""
+        if self._stop.is_set():
+            return True
+        now = time.perf_counter()
+        if now - self._last_draw >= max(self.redraw_every_s, 5 * self._draw_cost):
+            self._redraw(snapshot)
+            self._set_status(self._progress_text(snapshot), colour="#06c")
+        return self._stop.is_set()
+
+    # ------------------------------------------------------------------ drawing
+    def _redraw(self, run: RunResult | None = None, force: bool = False) -> None:
+        run = run if run is not None else self.result
+        if run is None:
+            return
+        if not self._draw_lock.acquire(blocking=force):
+            return
+        try:
+            t0 = time.perf_counter()
+            from .plots import plot_live
+
+            fig = plot_live(run, per_worker=self.per_worker.value)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")
+            self.figure.value = buf.getvalue()
+            self._last_draw = time.perf_counter()
+            self._draw_cost = self._last_draw - t0
+        except Exception as e:  # noqa: BLE001 - a drawing problem must not kill the run
+            self._set_status(f"could not draw: {html.escape(f'{type(e).__name__}: {e}')}", colour="#a00",
+                             keep=True)
+        finally:
+            self._draw_lock.release()
+
+    def _enable(self, idle: bool) -> None:
+        self.run_button.disabled = not idle
+        self.stop_button.disabled = idle
+        for w in [self.workers, self.batch_size, self.budget_s, self.seed, *self.options.values()]:
+            w.disabled = not idle
+
+    # ------------------------------------------------------------------ status text
+    def _set_status(self, text: str, colour: str = "#333", keep: bool = False) -> None:
+        if keep and self.status.value:
+            text = f"{self.status.value}<br>{text}"
+        self.status.value = f'<span style="color:{colour}">{text}</span>'
+
+    def _fail(self, message: str, kept: RunResult | None = None) -> None:
+        self.error = message
+        extra = ""
+        if kept is not None:
+            extra = (f"<br>kept what was gathered: {kept.env_steps:,} env steps, {kept.updates:,} updates, "
+                     f"{len(kept.episodes):,} games (<code>panel.result</code>)")
+        self._set_status(f"<b>error</b>: {html.escape(message)}{extra}", colour="#a00")
+
+    def _idle_text(self) -> str:
+        return '<span style="color:#666">set the controls and click Run</span>'
+
+    def _progress_text(self, run: RunResult) -> str:
+        return (f"running {self.scheme} x{run.workers}: {run.wall_time_s:.0f} s of {self._settings_budget():.0f} s, "
+                f"{run.env_steps:,} env steps ({run.env_steps_per_s:,.0f}/s), {run.updates:,} updates "
+                f"({run.updates_per_s:,.1f}/s), {len(run.episodes):,} games, "
+                f"recent score {_recent(run)}")
+
+    def _settings_budget(self) -> float:
+        return float(self.budget_s.value)
+
+    def _summary_text(self, run: RunResult) -> str:
+        s = run.summary()
+        split = ", ".join(f"{k} {v:.0%}" for k, v in s["time_fraction"].items() if v is not None) or "none measured"
+        opts = ", ".join(f"{k}={v}" for k, v in self._settings.items())
+        return (f"<b>{run.status}</b> ({opts}, batch {run.config.batch_size}): {s['env_steps']:,} env steps, "
+                f"{s['updates']:,} updates, {s['episodes']:,} games in {s['wall_time_s']:.1f} s &mdash; "
+                f"{s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; "
+                f"time: {split}; recent score {_recent(run)}")
+
+    def _log_traceback(self) -> None:
+        self.traceback = traceback.format_exc()
+
+
+def _recent(run: RunResult, n: int = 20) -> str:
+    """Mean score of the last ``n`` games, as text."""
+    return f"{float(run.episodes['score'].tail(n).mean()):,.0f}" if len(run.episodes) else "(no game finished)"
+
+
+def _first_line(scheme: str) -> str:
+    """First sentence of the scheme module's docstring (what the scheme is)."""
+    from .schemes import SCHEMES
+
+    mod = inspect.getmodule(SCHEMES[scheme])
+    doc = (inspect.getdoc(mod) if mod is not None else "") or ""
+    line = doc.split("\n\n")[0].replace("\n", " ")
+    return re.sub(r"^``\w+``:\s*", "", line)
+
+
+def control_panel(scheme: str, config: TrainConfig | None = None, *, workers: int | None = None,
+                  batch_size: int | None = None, budget_s: float | None = None, seed: int = 0,
+                  **options: Any) -> ControlPanel:
+    """A control panel that trains ``scheme`` live; display it by leaving it last in a cell.
+
+    Parameters
+    ----------
+    scheme : str
+        One of :data:`dqnlab.SCHEMES`.
+    config : TrainConfig, optional
+        Base configuration (default :func:`dqnlab.figures.explore_config`, which is tiny
+        in smoke mode).
+    workers, batch_size, budget_s, seed
+        Initial values of the controls (budget in seconds of wall time; default the
+        config's ``max_seconds``).
+    **options
+        Initial values of the scheme's options (e.g. ``sync="final"``).
+
+    Returns
+    -------
+    ControlPanel
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme or an option the scheme does not take.
+    """
+    return ControlPanel(scheme, config, workers=workers, batch_size=batch_size, budget_s=budget_s, seed=seed,
+                        **options)
+
+
+class SchemePanel:
+    """A scheme dropdown above that scheme's :class:`ControlPanel`, and a comparison of
+    the last run of each scheme; build it with :func:`scheme_panel`.
+
+    Attributes
+    ----------
+    scheme : ipywidgets.Dropdown
+    panels : dict of str to ControlPanel
+        The panels built so far (one per scheme chosen; each keeps its runs).
+    compare_button : ipywidgets.Button
+        Draws :attr:`comparison`: env steps/s, updates/s and the time split of the last
+        run of every scheme.
+    comparison : ipywidgets.Image
+    widget : ipywidgets.VBox
+    """
+
+    def __init__(self, schemes: list[str] | None = None, config: TrainConfig | None = None, **panel_kwargs: Any):
+        from .schemes import SCHEMES
+
+        names = list(schemes) if schemes is not None else sorted(SCHEMES, key=lambda s: (s != "serial", s))
+        unknown = sorted(set(names) - set(SCHEMES))
+        if unknown or not names:
+            raise ValueError(f"schemes must be a non-empty list from {sorted(SCHEMES)}, got {schemes!r}")
+        self._config, self._kwargs = config, panel_kwargs
+        self.panels: dict[str, ControlPanel] = {}
+        self.scheme = W.Dropdown(options=names, value=names[0], description="scheme", style=_STYLE)
+        self.compare_button = W.Button(description="Compare last runs", icon="bar-chart",
+                                       tooltip="speed and time split of the last run of each scheme")
+        self.message = W.HTML()
+        self.comparison = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px"))
+        self._holder = W.VBox([self._panel(names[0]).widget])
+        self.scheme.observe(self._on_scheme, names="value")
+        self.compare_button.on_click(self._on_compare)
+        self.widget = W.VBox([self.scheme, self._holder,
+                              W.HBox([self.compare_button, self.message], layout=W.Layout(align_items="center")),
+                              self.comparison])
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def _panel(self, name: str) -> ControlPanel:
+        if name not in self.panels:
+            self.panels[name] = ControlPanel(name, self._config, **self._kwargs)
+        return self.panels[name]
+
+    @property
+    def panel(self) -> ControlPanel:
+        """The panel of the scheme chosen now."""
+        return self._panel(self.scheme.value)
+
+    def _on_scheme(self, _change: Any = None) -> None:
+        try:
+            self._holder.children = [self.panel.widget]
+        except Exception as e:  # noqa: BLE001 - shown, not swallowed
+            self.message.value = f'<span style="color:#a00">{html.escape(f"{type(e).__name__}: {e}")}</span>'
+
+    def last_runs(self) -> list[RunResult]:
+        """The last run of each scheme that has one, in the dropdown's order."""
+        return [self.panels[n].result for n in self.scheme.options
+                if n in self.panels and self.panels[n].result is not None]
+
+    def _on_compare(self, _button: Any = None) -> None:
+        """Compare button handler (never raises: problems are shown beside the button)."""
+        self.compare()
+
+    def compare(self) -> None:
+        """Draw the speed and time split of the last run of each scheme into :attr:`comparison`."""
+        try:
+            runs = self.last_runs()
+            if not runs:
+                self.message.value = '<span style="color:#a60">no run yet: run a scheme first</span>'
+                return
+            from matplotlib.figure import Figure
+
+            from .plots import plot_bars, plot_time_split
+
+            labels = [f"{r.scheme} x{r.workers}" for r in runs]
+            fig = Figure(figsize=(13, 3.4), dpi=80, layout="constrained")
+            axes = fig.subplots(1, 3)
+            plot_bars([r.env_steps_per_s for r in runs], labels, axes[0], "env steps / s", "acting throughput")
+            plot_bars([r.updates_per_s for r in runs], labels, axes[1], "updates / s", "learning throughput",
+                      fmt="{:,.1f}")
+            plot_time_split(runs, axes[2], labels)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")
+            self.comparison.value = buf.getvalue()
+            self.message.value = f"compared {len(runs)} run(s)"
+        except Exception as e:  # noqa: BLE001
+            self.message.value = f'<span style="color:#a00">{html.escape(f"{type(e).__name__}: {e}")}</span>'
+
+
+def scheme_panel(schemes: list[str] | None = None, config: TrainConfig | None = None, **panel_kwargs: Any
+                 ) -> SchemePanel:
+    """A panel to run any scheme (chosen from a dropdown) and compare the last runs.
+
+    Parameters
+    ----------
+    schemes : list of str, optional
+        Default: every scheme in :data:`dqnlab.SCHEMES`, serial first.
+    config : TrainConfig, optional
+        Base configuration of every scheme's panel.
+    **panel_kwargs
+        Passed to each :class:`ControlPanel` (``workers``, ``batch_size``, ``budget_s``, ``seed``).
+    """
+    return SchemePanel(schemes, config, **panel_kwargs)

@@ -1,0 +1,90 @@
+"""Every notebook executes headless in smoke mode, shows its panel and its figures; stored clean."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def test_the_series_is_there():
+    names = [p.stem for p in NOTEBOOKS]
+    for prefix in ("00_", "01_", "07_"):
+        assert any(n.startswith(prefix) for n in names), names
+    from dqnlab.figures import NOTEBOOKS as FIGURES
+
+    # every notebook ends with the figure `python -m dqnlab reproduce` regenerates
+    assert set(FIGURES) == set(names)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_stored_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: outputs stored"
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert "widgets.setup()" in first_code.source  # reads the smoke flag first
+    assert nb.cells[0].cell_type == "markdown"  # starts by saying what it tests
+
+
+def _outputs(nb, mime):
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if mime in o.get("data", {})]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_executes_in_smoke_mode(path, monkeypatch, tmp_path):
+    # The kernel inherits this environment; "python" in the kernelspec resolves to this interpreter.
+    monkeypatch.setenv("DQNLAB_SMOKE", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(path, as_version=4)
+    t0 = time.perf_counter()
+    client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError on any error
+    seconds = time.perf_counter() - t0
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    assert _outputs(nb, WIDGET_MIME), "the control panel was not displayed"
+    assert _outputs(nb, "image/png"), "no figure"
+    last = [c for c in nb.cells if c.cell_type == "code"][-1]
+    assert any("image/png" in o.get("data", {}) for o in last.outputs), "does not end with its figure"
+    assert "Traceback" not in "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                                      for o in c.outputs)
+    print(f"{path.name}: {seconds:.1f} s", file=sys.stderr)
+
+
+@pytest.mark.timeout(300)
+def test_reproduce_smoke_writes_every_notebooks_figure(tmp_path):
+    import subprocess
+
+    from dqnlab import SCHEMES
+    from dqnlab.figures import NOTEBOOKS as FIGURES
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DQNLAB_SMOKE": ""}
+    out = tmp_path / "figures"
+    proc = subprocess.run([sys.executable, "-m", "dqnlab", "reproduce", "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, timeout=280, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    expected = {name for name, nb in FIGURES.items() if all(s in SCHEMES for s in nb.schemes)}
+    assert {p.stem for p in out.glob("*.png")} == expected
+    for p in out.glob("*.png"):
+        assert p.read_bytes()[:4] == b"\x89PNG" and p.stat().st_size > 10_000
+    assert f"wrote {len(expected)} figure(s)" in proc.stdout
+
+
+def test_reproduce_rejects_an_unknown_notebook(capsys):
+    from dqnlab.__main__ import main
+
+    assert main(["reproduce", "--only", "99_nope"]) == 2
+    assert "no notebook '99_nope'" in capsys.readouterr().err

@@ -1,0 +1,232 @@
+"""The control panels, driven through their callbacks (ipywidgets would swallow their errors)."""
+
+import time
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+import dqnlab  # noqa: E402
+from dqnlab import widgets  # noqa: E402
+from dqnlab.figures import explore_config  # noqa: E402
+from dqnlab.schemes import serial  # noqa: E402
+
+
+def fake_run(config, *, workers=1, progress=True, callback=None, sync: str = "periodic", sync_every: int = 100,
+             final_fraction: float = 0.25, lock: bool = True, ratio: float | None = None, _fault=None):
+    """A scheme for tests: serial training that records the options it was given.
+
+    Parameters
+    ----------
+    sync : {"none", "periodic", "final"}
+        Sync schedule.
+    sync_every : int
+        Updates between syncs.
+    final_fraction : float
+        Last fraction of the budget in which ``final`` syncs.
+    lock : bool
+        Use a lock.
+    ratio : float, optional
+        A number or None (default).
+    """
+    if sync_every < 1:
+        raise ValueError(f"sync_every must be an integer >= 1, got {sync_every!r}")
+    if _fault:
+        err = RuntimeError("worker 1 failed")
+        err.partial = serial.run(config, progress=False)
+        raise err
+    run = serial.run(config, progress=progress, callback=callback)
+    run.workers = workers
+    run.options = {"sync": sync, "sync_every": sync_every, "final_fraction": final_fraction, "lock": lock,
+                   "ratio": ratio}
+    return run
+
+
+@pytest.fixture
+def fake_scheme(monkeypatch):
+    monkeypatch.setitem(dqnlab.SCHEMES, "fake", fake_run)
+    return "fake"
+
+
+@pytest.fixture
+def config():
+    return explore_config(smoke=True, max_seconds=1.0, hidden=(32,), n_envs=8, learning_starts=200)
+
+
+def _finish(panel, timeout=60):
+    assert panel.wait(timeout), "the run did not end"
+    return panel.result
+
+
+def test_smoke_flag_and_budget(monkeypatch):
+    monkeypatch.setenv("DQNLAB_SMOKE", "1")
+    assert widgets.smoke_mode() and widgets.budget(60, 2) == 2
+    assert explore_config().max_seconds == 2.0
+    monkeypatch.setenv("DQNLAB_SMOKE", "0")
+    assert not widgets.smoke_mode() and widgets.budget(60, 2) == 60
+    monkeypatch.delenv("DQNLAB_SMOKE")
+    assert not widgets.smoke_mode()
+
+
+def test_options_come_from_the_schemes_signature(fake_scheme):
+    opts = widgets.scheme_options(fake_scheme)
+    assert list(opts) == ["sync", "sync_every", "final_fraction", "lock", "ratio"]  # no config/callback/_fault
+    assert opts["sync"]["kind"] == "choice" and opts["sync"]["choices"] == ["none", "periodic", "final"]
+    assert (opts["sync_every"]["kind"], opts["final_fraction"]["kind"], opts["lock"]["kind"]) == ("int", "float",
+                                                                                                  "bool")
+    assert opts["sync_every"]["doc"] == "Updates between syncs."
+    assert opts["ratio"]["kind"] == "optional float" and opts["ratio"]["default"] is None
+    assert widgets.scheme_options("serial") == {}
+    for name in dqnlab.SCHEMES:  # every real scheme builds a panel
+        widgets.control_panel(name, explore_config(smoke=True))
+
+
+def test_panel_shows_only_the_controls_that_apply(fake_scheme, config):
+    panel = widgets.control_panel(fake_scheme, config, sync="none")
+    shown = {n for n, w in panel.options.items() if w.layout.display != "none"}
+    assert shown == {"sync", "lock", "ratio"}  # sync_every does not apply without syncing
+    panel.options["sync"].value = "final"
+    shown = {n for n, w in panel.options.items() if w.layout.display != "none"}
+    assert shown == {"sync", "sync_every", "final_fraction", "lock", "ratio"}
+    assert "sync_every" in panel.settings() and "final_fraction" in panel.settings()
+    serial_panel = widgets.control_panel("serial", config)
+    assert serial_panel.workers.layout.display == "none" and serial_panel.options == {}
+    with pytest.raises(ValueError, match="workers must be 1"):
+        serial_panel.set(workers=2)
+
+
+def test_unknown_scheme_or_option_is_an_error_at_creation(config):
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        widgets.control_panel("nope")
+    with pytest.raises(ValueError, match="does not take"):
+        widgets.control_panel("serial", config, sync="periodic")
+    with pytest.raises(ValueError, match="no control"):
+        widgets.control_panel("serial", config).set(colour="red")
+
+
+def test_run_click_trains_with_the_panels_settings(fake_scheme, config):
+    panel = widgets.control_panel(fake_scheme, config)
+    panel.set(workers=3, batch_size=32, budget_s=1.0, seed=4, sync="final", sync_every=7, final_fraction=0.5)
+    panel.options["lock"].value = False
+    panel.run_button.click()
+    assert panel.running and panel.run_button.disabled and not panel.stop_button.disabled
+    run = _finish(panel)
+    assert panel.error is None, panel.error
+    assert run.status == "completed" and run.env_steps > 0
+    assert run.workers == 3 and run.config.batch_size == 32 and run.config.seed == 4
+    assert run.config.max_seconds == 1.0 and run.config.total_env_steps is None
+    assert run.options == {"sync": "final", "sync_every": 7, "final_fraction": 0.5, "lock": False, "ratio": None}
+    assert not panel.run_button.disabled and panel.stop_button.disabled
+    assert panel.figure.value[:4] == b"\x89PNG"  # the live figure was drawn
+    assert "completed" in panel.status.value and "env steps/s" in panel.status.value
+    assert panel.results == [run]
+
+
+@pytest.mark.skipif("independent" not in dqnlab.SCHEMES, reason="independent scheme not available")
+def test_run_click_with_a_real_parallel_scheme(config):
+    panel = widgets.control_panel("independent", config.replace(max_seconds=2.0))
+    panel.set(workers=2, batch_size=32, sync="periodic", sync_every=10)
+    panel.run_button.click()
+    run = _finish(panel, timeout=120)
+    assert panel.error is None, panel.error
+    assert run.workers == 2 and run.config.batch_size == 32
+    assert run.options["sync"] == "periodic" and run.options["sync_every"] == 10
+
+
+def test_stop_ends_the_run_early_and_keeps_what_was_gathered(config):
+    panel = widgets.control_panel("serial", config, budget_s=120)
+    t0 = time.perf_counter()
+    panel.run_button.click()
+    deadline = time.perf_counter() + 30
+    while "running" not in panel.status.value and time.perf_counter() < deadline:
+        time.sleep(0.1)  # until the first report (the run has gathered data)
+    time.sleep(0.5)
+    panel.stop_button.click()
+    run = _finish(panel, timeout=30)
+    assert time.perf_counter() - t0 < 60  # far from the 120 s budget
+    assert run.status == "stopped" and panel.error is None
+    assert run.env_steps > 0 and len(run.history) > 1
+    assert "stopped" in panel.status.value
+    assert not panel.run_button.disabled
+
+
+def test_a_second_run_while_one_goes_on_is_refused_in_the_panel(config):
+    panel = widgets.control_panel("serial", config, budget_s=30)
+    panel.run_button.click()
+    try:
+        panel._on_run()  # e.g. run() from code while the button is disabled
+        assert "already" in panel.status.value
+        other = widgets.control_panel("serial", config)
+        other.run_button.click()
+        assert not other.running and "another panel" in (other.error or "")
+    finally:
+        panel.stop()
+        _finish(panel)
+
+
+def test_bad_combinations_are_reported_in_the_panel_not_raised(fake_scheme, config):
+    panel = widgets.control_panel(fake_scheme, config, sync="periodic")
+    panel.set(sync_every=0)  # the scheme rejects it when the run starts (in the thread)
+    panel.run_button.click()
+    _finish(panel)
+    assert panel.error.startswith("ValueError: sync_every must be")
+    assert "error" in panel.status.value and not panel.run_button.disabled
+
+    small = widgets.control_panel("serial", config.replace(buffer_size=100))
+    small.set(batch_size=256)  # TrainConfig rejects it before the run starts
+    small.run_button.click()
+    assert not small.running and "batch_size" in small.error and "error" in small.status.value
+
+    if "sharded" in dqnlab.SCHEMES:
+        sharded = widgets.control_panel("sharded", config)
+        sharded.set(workers=8, batch_size=4)  # one transition per shard at least
+        sharded.run_button.click()
+        _finish(sharded)
+        assert "batch_size >= workers" in sharded.error
+
+
+def test_optional_numbers_are_parsed_and_bad_text_is_reported(fake_scheme, config):
+    panel = widgets.control_panel(fake_scheme, config, ratio=2.5)
+    assert panel.settings()["ratio"] == 2.5
+    panel.options["ratio"].value = ""
+    assert panel.settings()["ratio"] is None
+    panel.set(ratio=0.5)
+    run = panel.run(blocking=True)
+    assert run.options["ratio"] == 0.5
+    panel.options["ratio"].value = "lots"
+    assert panel.run(blocking=True) is None
+    assert panel.error == "ValueError: ratio must be float or empty (default), got 'lots'"
+    assert "ratio must be" in repr(panel)
+
+
+def test_a_failed_run_keeps_its_partial_result(fake_scheme, config, monkeypatch):
+    import functools
+
+    monkeypatch.setitem(dqnlab.SCHEMES, "fake", functools.wraps(fake_run)(functools.partial(fake_run, _fault=True)))
+    panel = widgets.control_panel("fake", config)
+    panel.run_button.click()
+    _finish(panel)
+    assert panel.error == "RuntimeError: worker 1 failed"
+    assert panel.result is not None and panel.result.env_steps > 0
+    assert "kept what was gathered" in panel.status.value
+
+
+def test_blocking_run_returns_the_result(config):
+    panel = widgets.control_panel("serial", config)
+    run = panel.run(blocking=True, batch_size=16, budget_s=1.0)
+    assert run is panel.result and run.config.batch_size == 16 and run.status == "completed"
+    assert panel.run(blocking=True, workers=2) is None and "workers must be 1" in panel.error
+
+
+def test_scheme_panel_switches_schemes_and_compares_runs(fake_scheme, config):
+    sp = widgets.scheme_panel(["serial", fake_scheme], config)
+    assert sp.panel.scheme == "serial"
+    sp.compare_button.click()
+    assert "no run yet" in sp.message.value
+    sp.scheme.value = fake_scheme
+    assert sp.panel.scheme == fake_scheme and sp._holder.children == (sp.panel.widget,)
+    sp.panel.run(blocking=True)
+    sp.compare_button.click()
+    assert sp.comparison.value[:4] == b"\x89PNG" and "compared 1" in sp.message.value
+    with pytest.raises(ValueError):
+        widgets.scheme_panel(["nope"])
