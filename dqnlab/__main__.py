@@ -32,12 +32,29 @@ _positive_int = _number(int, "an integer >= 1", lambda v: v >= 1)
 _nonneg_int = _number(int, "an integer >= 0", lambda v: v >= 0)
 _positive_float = _number(float, "a finite number > 0", lambda v: 0 < v < math.inf)
 _fraction = _number(float, "a number in (0, 1]", lambda v: 0 < v <= 1)
+_nonneg_float = _number(float, "a finite number >= 0", lambda v: 0 <= v < math.inf)
+
+
+def _actor_epsilon(text: str):
+    """``--actor-epsilon``: ``schedule``, ``apex``, or comma-separated numbers in [0, 1] (one per actor)."""
+    if text in ("schedule", "apex"):
+        return text
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(0 <= v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected 'schedule', 'apex' or comma-separated numbers in [0, 1], "
+                                         f"got {text!r}")
+    return values
 
 
 #: Scheme options of ``train``: keyword argument -> command-line flag. Each is passed
 #: only when given, and only to a scheme that takes it.
 _SCHEME_FLAGS = {"sync": "--sync", "sync_every": "--sync-every", "final_fraction": "--final-fraction",
-                 "temperature": "--temperature", "lock": "--lock/--no-lock", "optimizer": "--optimizer"}
+                 "temperature": "--temperature", "lock": "--lock/--no-lock", "optimizer": "--optimizer",
+                 "weights_every": "--weights-every", "min_replay_ratio": "--min-replay-ratio",
+                 "actor_epsilon": "--actor-epsilon", "lockstep": "--lockstep"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,15 +65,30 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,bench,reproduce}")
 
     t = sub.add_parser("train", help="train an agent; writes DIR/summary.json, episodes.csv, weights, run.png")
-    t.add_argument("--scheme", default="serial", choices=sorted(SCHEMES), help="training scheme (default serial)")
-    t.add_argument("--workers", type=_positive_int, default=1, help="worker processes (default 1)")
-    t.add_argument("--preset", default="default", choices=sorted(PRESETS), help="hyperparameter preset")
+    t.add_argument("--scheme", choices=sorted(SCHEMES), help="training scheme (default serial)")
+    t.add_argument("--workers", type=_positive_int, help="worker processes (default 1)")
+    t.add_argument("--preset", choices=sorted(PRESETS), help="hyperparameter preset (default 'default')")
     t.add_argument("--minutes", type=_positive_float, help="wall-clock budget in minutes")
     t.add_argument("--env-steps", type=_positive_int, help="budget in env steps (all boards and workers)")
-    t.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+    t.add_argument("--seed", type=_nonneg_int, help="random seed (default 0)")
     t.add_argument("--batch-size", type=_positive_int, help="minibatch size (transitions per update)")
     t.add_argument("--n-envs", type=_positive_int, help="boards stepped at once per process")
-    t.add_argument("--out", type=Path, help="run directory (default runs/SCHEME-TIME)")
+    t.add_argument("--replay-ratio", type=_nonneg_float, metavar="R",
+                   help="minibatch samples trained per env step (default: the preset's)")
+    t.add_argument("--backend", choices=["loky", "dask"],
+                   help="where the workers run: loky (local processes, the default) or dask (a dask.distributed "
+                        "cluster; needs the 'cluster' extra). Not for serial or shared")
+    t.add_argument("--dask-scheduler", metavar="ADDR",
+                   help="with --backend dask: address of a running scheduler, e.g. tcp://10.0.0.5:8786 "
+                        "(default: start a local cluster of --workers processes for the run)")
+    t.add_argument("--out", type=Path, help="run directory (default runs/SCHEME-TIME; with --resume: DIR)")
+    t.add_argument("--checkpoint-every", type=_nonneg_float, metavar="SECONDS",
+                   help="seconds between checkpoints in the run directory (default 300; 0 = about every second; "
+                        "a checkpoint is also written at the end, on Ctrl-C and on Stop)")
+    t.add_argument("--resume", type=Path, metavar="DIR",
+                   help="continue the run in DIR from its checkpoint (same scheme, workers, preset and options); "
+                        "with --env-steps N / --minutes M: N more env steps / M more minutes, else the rest of "
+                        "its budget")
     t.add_argument("--eval-games", type=_nonneg_int, default=100,
                    help="greedy games played after training for the summary (0 = none; default 100)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -73,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="shared: serialise updates with a lock (default), or --no-lock for Hogwild")
     so.add_argument("--optimizer", metavar="{adam,sgd}", help="sharded, averaged: optimiser of the workers' "
                     "steps (default adam)")
+    so.add_argument("--weights-every", type=_positive_int, metavar="N",
+                    help="actors: learner updates between weight broadcasts to the actors (default 50)")
+    so.add_argument("--min-replay-ratio", type=_nonneg_float, metavar="R",
+                    help="actors: actors pause while the learner trains fewer samples per env step than R "
+                         "(default: half the replay ratio; the replay ratio itself holds it exactly; 0 = never)")
+    so.add_argument("--actor-epsilon", type=_actor_epsilon, metavar="{schedule,apex,E1,E2,...}",
+                    help="actors: exploration per actor: the preset's decaying schedule (default), Ape-X's fixed "
+                         "0.4**(1+7i/(K-1)), or one number per actor")
+    so.add_argument("--lockstep", action="store_true", default=None,
+                    help="actors: wait for the learner after every step (no overlap; 1 worker = serial)")
 
     e = sub.add_parser("evaluate", help="greedy play of a trained run (or a reference policy)")
     e.add_argument("run", help="run directory, or 'random' / 'corner'")
@@ -81,9 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print JSON")
 
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
-    b.add_argument("what", choices=["env", "update", "scaling", "peers", "learner"],
+    b.add_argument("what", choices=["env", "update", "scaling", "acting", "peers", "learner"],
                    help="env: moves/s of the game; update: legacy vs batched; "
                         "scaling: env steps/s, updates/s and time split of schemes x worker counts; "
+                        "acting: env steps/s of one process's acting at each --n-envs (vectorised acting); "
                         "peers: dqnlab beside Stable-Baselines3 and gymnasium-2048 (extra 'bench'); "
                         "learner: GFLOP/s of an update beside a large matrix product, before/after tuning")
     b.add_argument("--json", action="store_true", help="print JSON")
@@ -91,6 +134,8 @@ def _parser() -> argparse.ArgumentParser:
                                      "sharded,averaged)")
     b.add_argument("--workers", help="scaling: comma-separated worker counts (default 1,2)")
     b.add_argument("--seconds", type=_positive_float, help="scaling: seconds of each run (default 20)")
+    b.add_argument("--n-envs", dest="bench_n_envs", metavar="N,N,...",
+                   help="acting: comma-separated boards stepped at once (default 1,8,64)")
     b.add_argument("--write", type=Path, metavar="PATH",
                    help="peers, learner: also write the results as markdown into PATH (its own section; "
                         "e.g. docs/benchmarks.md)")
@@ -112,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
 def _config_from_args(args: argparse.Namespace):
     from .config import TrainConfig
 
-    overrides: dict[str, Any] = {"seed": args.seed}
+    overrides: dict[str, Any] = {"seed": 0 if args.seed is None else args.seed}
     if args.minutes is not None or args.env_steps is not None:
         overrides["max_seconds"] = None if args.minutes is None else args.minutes * 60.0
         overrides["total_env_steps"] = args.env_steps
@@ -120,7 +165,9 @@ def _config_from_args(args: argparse.Namespace):
         overrides["batch_size"] = args.batch_size
     if args.n_envs is not None:
         overrides["n_envs"] = args.n_envs
-    return TrainConfig.preset(args.preset, **overrides)
+    if args.replay_ratio is not None:
+        overrides["replay_ratio"] = args.replay_ratio
+    return TrainConfig.preset(args.preset or "default", **overrides)
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
@@ -139,13 +186,29 @@ def _cmd_train(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     from . import evaluate, train
 
-    from .schemes import WorkerError
+    from .schemes import CHECKPOINT_SCHEMES, DivergedError, WorkerError
 
-    config = _config_from_args(args)
+    if args.resume is not None:
+        config = _resume_config(args)
+    else:
+        args.scheme, args.workers = args.scheme or "serial", args.workers or 1
+        config = _config_from_args(args)
     options = _scheme_options(args)
-    out = args.out or Path("runs") / f"{args.scheme}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or args.resume or Path("runs") / f"{args.scheme}-{time.strftime('%Y%m%d-%H%M%S')}"
+    every = args.checkpoint_every
+    if every is None and args.resume is None and args.scheme in CHECKPOINT_SCHEMES:
+        every = 300.0
     try:
-        run = train(args.scheme, config, workers=args.workers, progress=not args.no_progress, **options)
+        run = train(args.scheme, config, workers=args.workers, progress=not args.no_progress,
+                    backend=args.backend, dask_scheduler=args.dask_scheduler, run_dir=out, checkpoint_every=every,
+                    resume=args.resume, **options)
+    except DivergedError as e:  # the partial run and the last good checkpoint are in OUT (train wrote them)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "error.txt").write_text(str(e) + "\n")
+        games = len(e.partial.episodes) if e.partial is not None else 0
+        print(f"dqnlab: error: {e} (the {games} games gathered are saved in {out}/; checkpoint.pt there is the last "
+              f"good checkpoint, if one was written)", file=sys.stderr)
+        return 1
     except WorkerError as e:
         # Keep what was gathered: the partial run goes to OUT like a finished one.
         if e.partial is not None:
@@ -165,17 +228,53 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(f"\n{run.scheme} x{run.workers} [{run.status}]: {s['env_steps']:,} env steps, {s['updates']:,} updates, "
           f"{s['episodes']:,} games in {s['wall_time_s']:.1f} s")
     print(f"speed: {s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; time: {split}")
+    lag = run.extra.get("param_lag") or {}
+    if lag.get("mean") is not None:  # actors: how stale the acting weights were, and the ratio held
+        achieved = run.extra.get("achieved_replay_ratio_learning")
+        print(f"parameter lag: mean {lag['mean']:,.1f} updates (p95 {lag['p95']:,.0f}, max {lag['max']:,.0f}); "
+              f"replay ratio {achieved if achieved is None else round(achieved, 2)} samples/env step since "
+              f"learning started (target {run.extra['replay_ratio']:g}, floor {run.extra['min_replay_ratio']:g})")
     if s["episodes"]:
         print(f"training games: mean score {s['score_mean']:,.0f}, last 100 {s['score_mean_last100']:,.0f}, "
               f"best {s['score_max']:,}, largest tile {s['max_tile_max']:,}")
-    if args.eval_games:
-        ev = evaluate(run, games=args.eval_games, seed=args.seed + 1).summary()
-        ref = evaluate("random", games=args.eval_games, seed=args.seed + 1).summary()
+    if args.eval_games and run.status == "interrupted":
+        print("interrupted: skipping the greedy evaluation (python -m dqnlab evaluate DIR plays it later)")
+    elif args.eval_games:
+        seed = run.config.seed
+        ev = evaluate(run, games=args.eval_games, seed=seed + 1).summary()
+        ref = evaluate("random", games=args.eval_games, seed=seed + 1).summary()
         tiles = ", ".join(f"{t}: {c}" for t, c in ev["max_tile_counts"].items())
         print(f"greedy play, {ev['games']} games: mean score {ev['score_mean']:,.0f} "
               f"(random play {ref['score_mean']:,.0f}); largest tiles {{{tiles}}}")
-    print(f"saved to {out}/ (summary.json, episodes.csv, weights.npz, run.png)")
+    if (out / "checkpoint.pt").is_file():
+        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, weights.npz, run.png); continue it with "
+              f"python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
+    else:
+        print(f"saved to {out}/ (summary.json, episodes.csv, weights.npz, run.png)")
     return 130 if run.status == "interrupted" else 0
+
+
+def _resume_config(args: argparse.Namespace):
+    """``train --resume DIR``: the checkpoint's config, with the budget extended by
+    ``--env-steps N`` (N more) / ``--minutes M`` (M more); flags that would change
+    the config are errors."""
+    from .checkpoint import load_checkpoint
+    from .config import TrainConfig
+
+    fixed = {"--preset": args.preset, "--seed": args.seed, "--batch-size": args.batch_size, "--n-envs": args.n_envs,
+             "--replay-ratio": args.replay_ratio}
+    given = [flag for flag, value in fixed.items() if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} cannot be combined with --resume: a resumed run keeps its config "
+                         f"(only the budget may change: --env-steps N or --minutes M for more)")
+    ck = load_checkpoint(args.resume)
+    args.scheme = args.scheme or ck["scheme"]
+    config = TrainConfig.from_dict(ck["config"])
+    if args.env_steps is not None or args.minutes is not None:
+        config = config.replace(
+            total_env_steps=None if args.env_steps is None else int(ck["env_steps"]) + args.env_steps,
+            max_seconds=None if args.minutes is None else float(ck["loop"]["elapsed"]) + 60.0 * args.minutes)
+    return config
 
 
 def _scheme_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -222,6 +321,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds)):
         raise ValueError("--schemes, --workers and --seconds apply only to 'bench scaling'")
+    if args.what != "acting" and args.bench_n_envs is not None:
+        raise ValueError("--n-envs applies only to 'bench acting'")
     if args.what in ("peers", "learner"):
         return _cmd_bench_peers_learner(args)
     if args.write is not None or args.quick or args.no_keras or args.compile or args.threads != 1:
@@ -244,6 +345,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             print(f"each row: one run of {seconds:g} s (default preset, learning_starts {rows[0]['learning_starts']:,} "
                   f"per learner); acting / learning / communication: fractions of the time split, summed over "
                   f"workers; speedup: env steps/s over serial's")
+    elif args.what == "acting":
+        from .bench import bench_acting
+
+        sizes = []
+        for n in _csv(args.bench_n_envs, "1,8,64"):
+            if not n.isdigit() or int(n) < 1:
+                raise ValueError(f"--n-envs must be comma-separated integers >= 1, got {args.bench_n_envs!r}")
+            sizes.append(int(n))
+        rows = bench_acting(sizes)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            _print_table([{c: r[c] for c in ("n_envs", "env_steps_per_s", "us_per_env_step", "ms_per_step",
+                                             "speedup")} for r in rows])
+            print("acting of one process (1 PyTorch thread, greedy: every board through the network; no learning): "
+                  "one batched forward pass, one vectorised game step and the replay append per step")
     elif args.what == "env":
         rows = bench_env()
         print(json.dumps(rows, indent=2)) if args.json else _print_table(rows)
@@ -313,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"dqnlab: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # outside a run (a run ends cleanly on Ctrl-C and returns 130 itself)
+        print("dqnlab: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

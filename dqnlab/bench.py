@@ -27,7 +27,7 @@ from .config import TrainConfig
 from .env import Game2048, VecGame2048, _legal_actions_unchecked, move_batch
 from .replay import Minibatch, ReplayBuffer
 
-__all__ = ["bench_env", "bench_update", "bench_scaling", "median_time",
+__all__ = ["bench_env", "bench_update", "bench_scaling", "bench_acting", "median_time",
            "bench_game", "bench_peers", "compare_sb3", "scheme_rate", "sb3_dqn_settings", "sb3_env",
            "bench_learner", "update_flops", "matmul_gflops", "PlainUpdate", "interleaved_times", "torch_threads",
            "machine_info", "peers_markdown", "learner_markdown", "write_section"]
@@ -197,7 +197,12 @@ def _time_updates(agent: DQNAgent, batch: Minibatch, config: TrainConfig, repeat
 
 
 def _warm() -> int:
-    """Pool warm-up task: importing this module imports dqnlab (and torch) in the worker."""
+    """Pool warm-up task: importing this module imports dqnlab (and torch) in the worker.
+
+    It also builds an agent: PyTorch imports ``torch._dynamo`` (seconds) when the first
+    optimiser of a process is made, which would otherwise land inside the timed run.
+    """
+    DQNAgent(TrainConfig(hidden=(4,)))
     time.sleep(0.3)  # long enough that each worker of the pool takes one task
     return os.getpid()
 
@@ -290,7 +295,8 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
             split = run.time_split
             total = sum(split.values())
             extra = {key: v for key, v in run.extra.items()
-                     if key in ("lock_wait_s", "effective_batch", "syncs", "round_ms_mean", "lost_increments")}
+                     if key in ("lock_wait_s", "effective_batch", "syncs", "round_ms_mean", "lost_increments",
+                                "achieved_replay_ratio_learning", "param_lag", "throttle_pauses")}
             rows.append({
                 "scheme": name, "workers": k, "wall_time_s": run.wall_time_s, "env_steps": run.env_steps,
                 "updates": run.updates, "env_steps_per_s": run.env_steps_per_s, "updates_per_s": run.updates_per_s,
@@ -307,6 +313,66 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     serial = next((r["env_steps_per_s"] for r in rows if r["scheme"] == "serial"), None)
     for r in rows:
         r["speedup_vs_serial"] = r["env_steps_per_s"] / serial if serial else None
+    return rows
+
+
+def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time: float = 0.3,
+                 config: TrainConfig | None = None, threads: int | None = 1, seed: int = 0) -> list[dict[str, Any]]:
+    """Env steps per second of one process's acting at each ``n_envs`` (vectorised acting).
+
+    Times :meth:`dqnlab.schemes.base.Learner.act_step` -- the acting every scheme
+    (and every ``actors`` worker) does: one batched forward pass over ``n_envs``
+    boards, one vectorised game step, the replay append and episode bookkeeping --
+    with greedy play (epsilon 0, so every board goes through the network, as late in
+    training) and no learning. Boards come from a few hundred warm-up steps.
+
+    Parameters
+    ----------
+    n_envs : sequence of int
+        Boards stepped at once (>= 1 each).
+    repeats, min_time : int, float
+        As in :func:`median_time` (seconds per repeat).
+    config : TrainConfig, optional
+        Network and game settings; default the ``default`` preset.
+    threads : int or None
+        PyTorch threads while measuring (default 1, as in an ``actors`` worker); None
+        leaves the setting alone.
+    seed : int
+
+    Returns
+    -------
+    list of dict
+        One row per ``n_envs``: ``n_envs``, ``env_steps_per_s``, ``us_per_env_step``
+        (microseconds), ``ms_per_step`` (one vectorised step), ``speedup`` (env steps/s
+        over the first row's), ``torch_threads``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_envs`` is empty or holds a value < 1.
+    """
+    from .schemes.base import Learner
+
+    n_envs = list(n_envs)
+    if not n_envs or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in n_envs):
+        raise ValueError(f"n_envs must be integers >= 1, got {n_envs!r}")
+    base = config or TrainConfig.preset("default")
+    rows: list[dict[str, Any]] = []
+    with torch_threads(threads):
+        import torch
+
+        for n in n_envs:
+            cfg = base.replace(n_envs=n, epsilon_start=0.0, epsilon_end=0.0, learning_starts=10**9,
+                               buffer_size=max(base.batch_size, 20_000), total_env_steps=None, max_seconds=1.0,
+                               seed=seed)
+            learner = Learner(cfg)
+            for _ in range(max(1, 300 // n)):
+                learner.act_step()
+            t = median_time(learner.act_step, repeats, min_time)
+            rows.append({"n_envs": n, "env_steps_per_s": n / t, "us_per_env_step": 1e6 * t / n,
+                         "ms_per_step": 1e3 * t, "torch_threads": torch.get_num_threads()})
+    for r in rows:
+        r["speedup"] = r["env_steps_per_s"] / rows[0]["env_steps_per_s"]
     return rows
 
 
@@ -810,8 +876,9 @@ def bench_peers(presets: Sequence[str] = ("seed", "default"), seconds: float = 2
         ``machine`` (:func:`machine_info`), ``threads``, ``game`` (:func:`bench_game`),
         ``update`` (:func:`bench_update`), ``sb3`` (one :func:`compare_sb3` result per
         preset, each with ``schemes``: the :func:`scheme_rate` rows, each with ``ratio``
-        over SB3), or ``sb3`` = None with ``sb3_missing`` if Stable-Baselines3 is not
-        installed.
+        over SB3; a scheme that raises gets a row with ``status`` "failed" and the
+        message in ``window``), or ``sb3`` = None with ``sb3_missing`` if Stable-Baselines3
+        is not installed.
     """
     from .schemes import SCHEMES
 
@@ -832,9 +899,15 @@ def bench_peers(presets: Sequence[str] = ("seed", "default"), seconds: float = 2
         sb3_rate = res["rows"][1]["env_steps_per_s"]
         res["schemes"] = []
         for scheme in schemes:
-            with torch_threads(threads):
-                row = scheme_rate(scheme, preset, workers=workers, seconds=scheme_seconds, seed=seed,
-                                  warmup=warmup)
+            try:
+                with torch_threads(threads):
+                    row = scheme_rate(scheme, preset, workers=workers, seconds=scheme_seconds, seed=seed,
+                                      warmup=warmup)
+            except Exception as e:  # noqa: BLE001 - one failing scheme must not lose the other rows
+                message = str(e).splitlines()[0] if str(e) else type(e).__name__
+                row = {"name": f"dqnlab {scheme} x{workers}", "scheme": scheme, "workers": workers, "env_steps": 0,
+                       "updates": 0, "seconds": math.nan, "env_steps_per_s": math.nan,
+                       "updates_per_1000_steps": math.nan, "window": f"failed: {message}", "status": "failed"}
             row["ratio"] = row["env_steps_per_s"] / sb3_rate
             res["schemes"].append(row)
         out["sb3"].append(res)
@@ -1022,6 +1095,34 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
     return out
 
 
+def _denormal_part(config: TrainConfig, env_steps: int, rounds: int, min_time: float,
+                   clock: Callable[[], float], seed: int) -> dict[str, Any]:
+    """Before/after of flushing denormals during the update, on an agent trained for
+    ``env_steps`` env steps (denormal Adam moments build up only in training)."""
+    import copy
+
+    from . import agent as agent_module
+    from .schemes.base import Learner
+
+    learner = Learner(config.replace(seed=seed, total_env_steps=10 ** 9))
+    learner.run(env_steps)
+    kept, flushed = learner.agent, copy.deepcopy(learner.agent)
+    batch = learner.buffer.sample(config.batch_size)
+
+    def update(agent: DQNAgent, flush: bool) -> None:
+        old = agent_module._FLUSH_DENORMAL
+        agent_module._FLUSH_DENORMAL = flush and old
+        try:
+            agent.update(batch)
+        finally:
+            agent_module._FLUSH_DENORMAL = old
+
+    t = interleaved_times({"before": lambda: update(kept, False), "after": lambda: update(flushed, True)},
+                          rounds, min_time, clock)
+    return {"part": f"whole update after {env_steps:,} env steps of training: denormals kept -> flushed",
+            "before_us": 1e6 * t["before"], "after_us": 1e6 * t["after"], "speedup": t["before"] / t["after"]}
+
+
 def _compiled_update(config: TrainConfig, batch: Minibatch, seed: int) -> tuple[DQNAgent, float]:
     """An agent whose networks are ``torch.compile``-d, and the seconds its first two updates took."""
     import torch
@@ -1036,7 +1137,7 @@ def _compiled_update(config: TrainConfig, batch: Minibatch, seed: int) -> tuple[
 
 def bench_learner(presets: Sequence[str] = ("default", "seed"), threads: int | None = 1, rounds: int = 7,
                   min_time: float = 0.15, matmul_n: int = 2048, compile: bool = False,
-                  parts: bool = True, seed: int = 0) -> dict[str, Any]:
+                  parts: bool = True, trained_updates: int = 2_000, seed: int = 0) -> dict[str, Any]:
     """Achieved GFLOP/s of one update beside a large matrix product, before and after tuning.
 
     For each preset, an agent and a replay buffer filled by random play; the same
@@ -1059,7 +1160,11 @@ def bench_learner(presets: Sequence[str] = ("default", "seed"), threads: int | N
     compile : bool
         Also time ``torch.compile``-d networks (compiling takes tens of seconds).
     parts : bool
-        Also time each changed part of the update before and after (:func:`_learner_parts`).
+        Also time each changed part of the update before and after (:func:`_learner_parts`),
+        and the whole update of an agent trained for ``learning_starts`` env steps plus
+        ``trained_updates`` updates with denormals kept and flushed.
+    trained_updates : int
+        See ``parts``.
     seed : int
 
     Returns
@@ -1106,6 +1211,9 @@ def bench_learner(presets: Sequence[str] = ("default", "seed"), threads: int | N
                 "rows": rows, "compile_s": compile_s,
                 "parts": _learner_parts(agent, plain, batch, rounds, min_time / 2, clock) if parts else [],
             })
+            if parts:
+                steps = config.learning_starts + math.ceil(trained_updates / config.updates_per_env_step)
+                out["presets"][-1]["parts"].append(_denormal_part(config, steps, rounds, min_time, clock, seed))
     out["matmul_gflops"] = statistics.median(p["matmul_gflops"] for p in out["presets"])
     return out
 

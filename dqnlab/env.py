@@ -936,3 +936,39 @@ class VecGame2048:
         self.boards = boards
         return VecStep(next_boards, rewards, terminated, truncated, boards.copy(),
                        action_masks, episode_scores, episode_max_tiles, episode_moves)
+
+    def state_dict(self) -> dict:
+        """The games in progress and the random stream, for checkpoints.
+
+        Returns
+        -------
+        dict
+            ``boards`` ``(n, 4, 4)`` uint8, ``scores`` and ``moves`` ``(n,)`` int64
+            (copies), ``rng`` (the Generator's bit-generator state) and the settings
+            ``n_envs``, ``max_moves``, ``invalid_move_reward``.
+        """
+        return {"n_envs": self.n_envs, "max_moves": self.max_moves,
+                "invalid_move_reward": self.invalid_move_reward, "boards": self.boards.copy(),
+                "scores": self.scores.copy(), "moves": self.moves.copy(), "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output: the same games continue with the same spawns.
+
+        Raises
+        ------
+        ValueError
+            If the settings differ from this env's, or the boards are not valid
+            ``(n_envs, 4, 4)`` exponent boards.
+        """
+        for key in ("n_envs", "max_moves", "invalid_move_reward"):
+            if state.get(key) != getattr(self, key):
+                raise ValueError(f"env state has {key}={state.get(key)!r}, this env has {getattr(self, key)!r}")
+        boards = _check_boards(state["boards"], "boards", 3)
+        if len(boards) != self.n_envs:
+            raise ValueError(f"env state holds {len(boards)} boards, this env has n_envs={self.n_envs}")
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        self.boards = boards.copy()
+        self.scores = np.array(state["scores"], np.int64).reshape(self.n_envs)
+        self.moves = np.array(state["moves"], np.int64).reshape(self.n_envs)
+        self.rng = rng

@@ -653,10 +653,9 @@ def actors_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
     dict
         ``workers_trials``: serial, then ``actors`` with each worker count (default
         floor); ``ratio_trials``: ``actors`` with the largest worker count and
-        ``min_replay_ratio`` 0 (never throttle, Ape-X), ``replay_ratio / 4`` (the
-        default) and ``replay_ratio`` (held exactly) -- in smoke mode only 0 and the
-        default; ``trials``: every run once; ``replay_ratio`` (the ceiling); ``workers``;
-        ``seconds``.
+        ``min_replay_ratio`` 0 (never throttle, Ape-X), the scheme's default floor and
+        ``replay_ratio`` (held exactly) -- in smoke mode only 0 and the default;
+        ``trials``: every run once; ``replay_ratio`` (the ceiling); ``workers``; ``seconds``.
     """
     smoke = _smoke(smoke)
     seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
@@ -670,7 +669,7 @@ def actors_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
     by_floor = _trials("actors", [{"workers": ks[-1], "min_replay_ratio": f} for f in floors], config, smoke,
                        lambda g: f"x{g['workers']} floor {g['min_replay_ratio']:g}")
     default = by_k[-1]
-    default_floor = default.run.extra.get("min_replay_ratio", ratio / 4)
+    default_floor = default.run.extra.get("min_replay_ratio", math.nan)
     default = Trial(f"x{ks[-1]} floor {default_floor:g}", default.run, default.greedy, default.settings)
     ratio_trials = sorted([default, *by_floor], key=lambda t: t.run.extra.get("min_replay_ratio", 0.0))
     return {"workers_trials": [serial, *by_k], "ratio_trials": ratio_trials, "trials": [serial, *by_k, *by_floor],

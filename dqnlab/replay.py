@@ -50,6 +50,33 @@ _FIELDS: dict[str, tuple[tuple[int, ...], type]] = {
 }
 
 
+#: Largest board exponent (tile 2**17 = 131072).
+_MAX_EXPONENT = 17
+
+
+def _check_values(name: str, value: np.ndarray) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` holds the kind and range of values its field takes."""
+    kind = value.dtype.kind
+    if name in ("dones", "next_masks"):
+        if kind != "b":
+            raise ValueError(f"{name} must be a bool array, got dtype {value.dtype}")
+        return
+    if name == "rewards":
+        if kind not in "iuf":
+            raise ValueError(f"rewards must be real numbers, got dtype {value.dtype}")
+        if kind == "f" and value.size and not np.isfinite(value.sum(dtype=np.float64)) \
+                and not np.isfinite(value).all():
+            raise ValueError("rewards must be finite numbers, got NaN or infinity")
+        return
+    if kind not in "iu":
+        raise ValueError(f"{name} must be an integer array, got dtype {value.dtype}")
+    if value.size:
+        high = 3 if name == "actions" else _MAX_EXPONENT
+        if value.max() > high or (kind == "i" and value.min() < 0):
+            what = "action ids in 0..3" if name == "actions" else f"board exponents in 0..{_MAX_EXPONENT}"
+            raise ValueError(f"{name} must hold {what}, got values in {value.min()}..{value.max()}")
+
+
 class ReplayBuffer:
     """Fixed-capacity FIFO of transitions with uniform sampling.
 
@@ -82,20 +109,29 @@ class ReplayBuffer:
 
     def add_batch(self, boards: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                   next_boards: np.ndarray, dones: np.ndarray, next_masks: np.ndarray) -> None:
-        """Append ``N`` transitions (shapes as in :class:`Minibatch` with ``B = N``).
+        """Append ``N`` transitions (shapes and kinds as in :class:`Minibatch` with ``B = N``).
+
+        ``boards`` and ``next_boards``: integer exponents in 0..17; ``actions``:
+        integer action ids in 0..3; ``rewards``: finite numbers; ``dones`` and
+        ``next_masks``: bool. Nothing is stored unless every array is valid.
 
         Raises
         ------
         ValueError
-            If the arrays disagree in length or shape.
+            If an array has the wrong length, shape or kind of values, or a value
+            out of range; the message names the array.
         """
         batch = {"boards": boards, "actions": actions, "rewards": rewards,
                  "next_boards": next_boards, "dones": dones, "next_masks": next_masks}
-        n = len(actions)
+        n = np.shape(actions)[0] if np.ndim(actions) >= 1 else -1
+        if n < 0:
+            raise ValueError(f"actions must be a 1-d array of N action ids, got shape {np.shape(actions)}")
         for name, value in batch.items():
+            value = batch[name] = np.asarray(value)
             shape = _FIELDS[name][0]
-            if np.shape(value) != (n, *shape):
-                raise ValueError(f"{name} must have shape {(n, *shape)}, got {np.shape(value)}")
+            if value.shape != (n, *shape):
+                raise ValueError(f"{name} must have shape {(n, *shape)}, got {value.shape}")
+            _check_values(name, value)
         if n > self.capacity:  # only the newest `capacity` survive anyway
             batch = {k: v[-self.capacity:] for k, v in batch.items()}
             n = self.capacity
@@ -112,10 +148,10 @@ class ReplayBuffer:
         Raises
         ------
         ValueError
-            If the buffer is empty or ``batch_size`` < 1.
+            If the buffer is empty or ``batch_size`` is not an integer >= 1.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         idx = self.rng.integers(0, self.size, size=batch_size)
@@ -136,11 +172,26 @@ class ReplayBuffer:
         Raises
         ------
         ValueError
-            If the capacities differ.
+            If the capacities differ or the state is not a consistent
+            :meth:`state_dict` (positions out of range, arrays of the wrong length
+            or kind); the buffer is left unchanged then.
         """
         if state["capacity"] != self.capacity:
             raise ValueError(f"replay capacity mismatch: saved {state['capacity']}, buffer {self.capacity}")
-        self.pos, self.size, self.added = int(state["pos"]), int(state["size"]), int(state["added"])
-        self.rng.bit_generator.state = state["rng"]
-        for k in self.arrays:
-            self.arrays[k][: self.size] = state[k]
+        pos, size, added = int(state["pos"]), int(state["size"]), int(state["added"])
+        if not (0 <= size <= self.capacity and 0 <= pos < self.capacity and added >= size
+                and (size == self.capacity or pos == size)):
+            raise ValueError(f"replay state is inconsistent: pos {pos}, size {size}, added {added}, "
+                             f"capacity {self.capacity}")
+        arrays = {}
+        for name, (shape, _dtype) in _FIELDS.items():
+            value = np.asarray(state[name])
+            if value.shape != (size, *shape):
+                raise ValueError(f"replay state: {name} must have shape {(size, *shape)}, got {value.shape}")
+            _check_values(name, value)
+            arrays[name] = value
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        self.pos, self.size, self.added, self.rng = pos, size, added, rng
+        for name, value in arrays.items():
+            self.arrays[name][:size] = value

@@ -152,7 +152,7 @@ def test_replay_sample_is_the_fancy_index_gather():
 
 # ------------------------------------------------------------------- well-formed results
 def test_bench_learner_rows_on_a_tiny_budget():
-    res = bench.bench_learner(presets=("seed",), rounds=1, min_time=0.001, matmul_n=64)
+    res = bench.bench_learner(presets=("seed",), rounds=1, min_time=0.001, matmul_n=64, trained_updates=20)
     assert res["matmul_gflops"] > 0 and res["threads"] == 1
     (p,) = res["presets"]
     assert p["preset"] == "seed" and p["flops"]["total"] == bench.update_flops(TrainConfig.preset("seed"))["total"]
@@ -254,3 +254,46 @@ def test_cli_rejects_options_of_other_bench_commands(capsys):
     assert "apply only to 'bench peers' and 'bench learner'" in capsys.readouterr().err
     assert main(["bench", "peers", "--compile"]) == 2
     assert "--compile applies only to 'bench learner'" in capsys.readouterr().err
+
+
+def test_update_flushes_denormals_only_while_it_runs_and_changes_no_weight(tiny_config):
+    import dqnlab.agent as agent_module
+    from dqnlab.schemes.base import Learner
+
+    assert not agent_module._flushing_denormals()
+    config = tiny_config.replace(hidden=(64,), learning_starts=64)
+    runs = []
+    for flush in (True, False):
+        old = agent_module._FLUSH_DENORMAL
+        agent_module._FLUSH_DENORMAL = flush
+        try:
+            learner = Learner(config)
+            learner.run(1_000)
+        finally:
+            agent_module._FLUSH_DENORMAL = old
+        assert not agent_module._flushing_denormals()  # restored after every update
+        runs.append(learner.agent.get_weights())
+    assert all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
+    if agent_module._FLUSH_DENORMAL:  # a mode set by the caller is kept
+        torch.set_flush_denormal(True)
+        try:
+            DQNAgent(config).update(_filled(config, n=64).sample(32))
+            assert agent_module._flushing_denormals()
+        finally:
+            torch.set_flush_denormal(False)
+
+
+def test_a_failing_scheme_gives_a_failed_row_not_a_lost_run(monkeypatch):
+    pytest.importorskip("stable_baselines3")
+    fake = {"rows": [{"env_steps_per_s": 10.0}, {"env_steps_per_s": 5.0}]}
+    monkeypatch.setattr(bench, "compare_sb3", lambda *a, **k: dict(fake))
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("worker 0 failed: boom\ntraceback ...")
+
+    monkeypatch.setattr(bench, "scheme_rate", boom)
+    res = bench.bench_peers(presets=("seed",), schemes=("actors",), keras=False, game_seconds=0.01,
+                            update_min_time=0.005)
+    (row,) = res["sb3"][0]["schemes"]
+    assert row["status"] == "failed" and row["window"] == "failed: worker 0 failed: boom"
+    assert np.isnan(row["ratio"])

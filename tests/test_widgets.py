@@ -230,3 +230,18 @@ def test_scheme_panel_switches_schemes_and_compares_runs(fake_scheme, config):
     assert sp.comparison.value[:4] == b"\x89PNG" and "compared 1" in sp.message.value
     with pytest.raises(ValueError):
         widgets.scheme_panel(["nope"])
+
+
+def test_interrupting_a_blocking_run_stops_it_cleanly(config):
+    import os
+    import signal
+    import threading
+
+    panel = widgets.control_panel("serial", config, budget_s=120)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))  # "interrupt the kernel"
+    timer.start()
+    t0 = time.perf_counter()
+    run = panel.run(blocking=True)
+    timer.join()
+    assert time.perf_counter() - t0 < 60
+    assert run.status == "stopped" and run.env_steps > 0 and not panel.running

@@ -6,16 +6,21 @@ Use :func:`dqnlab.train` rather than calling a module directly.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from ..checkpoint import Checkpointer, check_checkpoint_every, prepare_resume
 from ..config import TrainConfig
 from ..results import RunResult
 from . import actors, averaged, independent, serial, shared, sharded
+from .base import deferred_interrupt
 from .cluster import BACKENDS, CLUSTER_SCHEMES, backend_context
-from .parallel import WorkerError
+from .parallel import DivergedError, WorkerError
 
-__all__ = ["SCHEMES", "train", "WorkerError", "BACKENDS", "CLUSTER_SCHEMES"]
+__all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES",
+           "CHECKPOINT_SCHEMES"]
 
 #: Scheme name -> run function.
 SCHEMES: dict[str, Callable[..., RunResult]] = {
@@ -27,20 +32,26 @@ SCHEMES: dict[str, Callable[..., RunResult]] = {
     "actors": actors.run,
 }
 
+#: Schemes that write checkpoints and can resume (their run function takes ``_checkpoint``).
+CHECKPOINT_SCHEMES = tuple(name for name, fn in SCHEMES.items() if "_checkpoint" in inspect.signature(fn).parameters)
 
-def train(scheme: str, config: TrainConfig | None = None, *, workers: int = 1, progress: bool = True,
-          callback: Callable[[RunResult], Any] | None = None, backend: str | None = None,
-          dask_scheduler: str | None = None, **options: Any) -> RunResult:
+
+def train(scheme: str | None = None, config: TrainConfig | None = None, *, workers: int | None = None,
+          progress: bool = True, callback: Callable[[RunResult], Any] | None = None, backend: str | None = None,
+          dask_scheduler: str | None = None, run_dir: str | os.PathLike | None = None,
+          checkpoint_every: float | None = None, resume: str | os.PathLike | None = None,
+          **options: Any) -> RunResult:
     """Train a DQN agent on 2048 with the named scheme.
 
     Parameters
     ----------
     scheme : str
-        One of :data:`SCHEMES`.
+        One of :data:`SCHEMES` (may be left out with ``resume``: the checkpoint's).
     config : TrainConfig, optional
-        Hyperparameters and budget; ``TrainConfig.preset("default")`` if omitted.
-    workers : int
-        Worker processes (>= 1).
+        Hyperparameters and budget; ``TrainConfig.preset("default")`` if omitted
+        (with ``resume``: the checkpoint's).
+    workers : int, optional
+        Worker processes (>= 1); default 1 (with ``resume``: the checkpoint's).
     progress : bool
         Show a tqdm progress bar with env steps/s and the recent mean score.
     callback : callable, optional
@@ -57,27 +68,73 @@ def train(scheme: str, config: TrainConfig | None = None, *, workers: int = 1, p
         With ``backend="dask"``: address of an existing scheduler, e.g.
         ``"tcp://10.0.0.5:8786"``. Without it, a ``LocalCluster`` of ``workers``
         one-thread processes on 127.0.0.1 is started for the run and closed after it.
+    run_dir : path, optional
+        Run directory: ``checkpoint.pt`` (for the schemes in
+        :data:`CHECKPOINT_SCHEMES`), ``summary.json``, ``episodes.csv``,
+        ``history.csv`` and ``weights.npz`` are written there at the end of the run
+        (budget spent, Stop, Ctrl-C; after a worker fault or a divergence the result
+        files, keeping the last good checkpoint) and every ``checkpoint_every``
+        seconds. See :mod:`dqnlab.checkpoint`.
+    checkpoint_every : float, optional
+        Seconds of wall time between checkpoints (needs ``run_dir`` or ``resume``);
+        0 = at every progress report (about once a second); None (default) = only
+        at the end (a resumed run: the period it was started with).
+    resume : path, optional
+        A run directory to continue from its ``checkpoint.pt``. ``scheme``,
+        ``workers``, ``config`` and options default to the checkpoint's; given ones
+        must agree with it, except the budget (``total_env_steps`` and
+        ``max_seconds``, which count the whole run, earlier sessions included).
+        Episode numbers, env-step counts, wall time and history continue. The run
+        keeps writing to ``resume`` unless ``run_dir`` names another directory.
     **options
         Scheme-specific keyword arguments, documented on each scheme's ``run``.
 
     Returns
     -------
     RunResult
+        With a run directory, ``extra["checkpoint"]`` says what was written there.
 
     Raises
     ------
     ValueError
-        For an unknown scheme, ``workers`` < 1, an option the scheme does not take, or a
-        backend the scheme cannot run on (e.g. ``shared`` on Dask).
+        For an unknown scheme, ``workers`` < 1, an option the scheme does not take, a
+        backend the scheme cannot run on (e.g. ``shared`` on Dask), a bad
+        ``checkpoint_every``, or a ``resume`` directory that is not a run, is of
+        another checkpoint version, or disagrees with the arguments.
+    WorkerError
+        If a worker fails; ``err.partial`` holds what was gathered (also written to
+        the run directory).
+    DivergedError
+        If a TD loss is NaN or infinite; ``err.partial`` as above.
+
+    Notes
+    -----
+    While a run is going on in the main thread, the first Ctrl-C ends it cleanly
+    (status ``"interrupted"``: workers stopped, data kept, final checkpoint written)
+    and a second one interrupts at once.
     """
+    resumed = None
+    if resume is not None:
+        resumed, scheme, config, workers, options = prepare_resume(resume, scheme, config, workers, options)
+        if run_dir is None:
+            run_dir = resume
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
+    if workers is None:
+        workers = 1
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     if config is None:
         config = TrainConfig.preset("default")
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None, got {type(callback).__name__}")
+    check_checkpoint_every(checkpoint_every)
+    if checkpoint_every is not None and run_dir is None:
+        raise ValueError("checkpoint_every needs a run directory (run_dir=...)")
+    if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
+        raise ValueError(f"run_dir must be a path, got {type(run_dir).__name__}")
     run = SCHEMES[scheme]
     accepted = set(inspect.signature(run).parameters) - {"config", "workers", "progress", "callback"}
     unknown = sorted(set(options) - accepted)
@@ -85,5 +142,23 @@ def train(scheme: str, config: TrainConfig | None = None, *, workers: int = 1, p
     if unknown:
         raise ValueError(f"scheme {scheme!r} does not take option(s) {unknown}; "
                          f"it takes {sorted(accepted) or 'none'}")
-    with backend_context(scheme, backend, dask_scheduler, workers):
-        return run(config, workers=workers, progress=progress, callback=callback, **options)
+    checkpointer = None
+    if run_dir is not None:
+        if scheme not in CHECKPOINT_SCHEMES and (resumed is not None or checkpoint_every is not None):
+            raise ValueError(f"scheme {scheme!r} does not write checkpoints, so it cannot checkpoint_every or "
+                             f"resume; schemes that do: {list(CHECKPOINT_SCHEMES)}")
+        if checkpoint_every is None and resumed is not None:  # a resumed run keeps its period
+            checkpoint_every = resumed.get("checkpoint_every_s")
+        checkpointer = Checkpointer(run_dir, checkpoint_every, scheme, workers, resumed)
+        if scheme in CHECKPOINT_SCHEMES:
+            options["_checkpoint"] = checkpointer
+    try:
+        with deferred_interrupt(), backend_context(scheme, backend, dask_scheduler, workers):
+            result = run(config, workers=workers, progress=progress, callback=callback, **options)
+    except WorkerError as e:  # DivergedError too: keep what was gathered, and the last good checkpoint
+        if checkpointer is not None and e.partial is not None:
+            checkpointer.save_results(e.partial)
+        raise
+    if checkpointer is not None:
+        checkpointer.save_results(result)
+    return result

@@ -25,7 +25,9 @@ is dropped (every transition enters the FIFO buffer), but the actors are
 from the start of learning), and to go on when it is back within half of that. A
 paused learner always has updates owed (``min_replay_ratio <= replay_ratio``), so the
 pause always ends. The achieved ratio lies between ``min_replay_ratio`` and
-``replay_ratio`` (up to the slack) and is recorded:
+``replay_ratio`` (up to the slack) and is recorded. When the actors have spent a step
+budget, the learner first catches up with the floor (at most the slack), so that the
+floor holds for the whole run:
 
 * ``min_replay_ratio=replay_ratio`` holds the ratio exactly: the same samples per env
   step as ``serial``; what the actors buy is only that acting overlaps learning;
@@ -75,6 +77,7 @@ from ..results import RunResult
 from .base import RunLoop, episodes_frame, recent_score, worker_seeds
 from .parallel import (
     Channel,
+    DivergedError,
     TaskGroup,
     check_bool,
     check_fault,
@@ -180,6 +183,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         For an out-of-range option (the message names it).
     WorkerError
         If an actor fails; ``err.partial`` holds every game gathered until then.
+    DivergedError
+        If the learner's TD loss is NaN or infinite (``partial``: the run until then).
     """
     check_int("weights_every", weights_every)
     check_bool("lockstep", lockstep)
@@ -217,8 +222,12 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     learner.t0 = loop.t0
     t0_wall = time.time() - (time.perf_counter() - loop.t0)
     init = learner.agent.get_weights()
+    # A throttled actor sends at most its share of the slack at once, so that one message
+    # cannot carry the learner far past the floor.
+    chunk = MAX_CHUNK if min_ratio <= 0 else int(SLACK_UPDATES * config.batch_size / min_ratio / (2 * workers))
+    chunk = max(config.n_envs, min(MAX_CHUNK, chunk))
     kwargs = [dict(config=config, worker=k, workers=workers, budget=budgets[k], t0_wall=t0_wall, weights=init,
-                   epsilon=epsilons[k], lockstep=lockstep, parent_pid=os.getpid(), fault=_fault)
+                   epsilon=epsilons[k], lockstep=lockstep, max_chunk=chunk, parent_pid=os.getpid(), fault=_fault)
               for k in range(workers)]
     before = torch.get_num_threads()
     try:
@@ -229,8 +238,13 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             learner.group = group
             drive_tasks(group, loop, learner.handle, learner.totals, "actors", lambda: result("failed"),
                         work=learner.work)
+        if loop.status == "running" and (loop.deadline is None or time.perf_counter() < loop.deadline):
+            learner.catch_up(loop.deadline)  # the actors spent the step budget: honour the floor
     except KeyboardInterrupt:
         loop.interrupt()
+    except FloatingPointError as e:  # the learner's TD loss was not finite: the update was not applied
+        loop.close()
+        raise DivergedError("actors", None, str(e), "", result("failed")) from None
     finally:
         torch.set_num_threads(before)
         loop.close()
@@ -279,6 +293,7 @@ class _Learner:
         self.broadcast_at = 0  # updates at the last broadcast
         self.version_sent = [0] * workers  # weights version each actor has
         self.paused = False  # actors told to pause (throttle)
+        self.catch_up_s = 0.0
         self.pauses = 0
         self.actors: list[dict[str, Any]] = [{} for _ in range(workers)]
         self.exited: set[int] = set()
@@ -365,6 +380,14 @@ class _Learner:
         self.timing["learning"] += time.perf_counter() - t0
         return done
 
+    def catch_up(self, deadline: float | None) -> None:
+        """After the actors have finished: train until ``min_replay_ratio`` is met (or ``deadline``)."""
+        t0 = time.perf_counter()
+        n = min(self.owed(), math.ceil(self.deficit())) if math.isfinite(self.deficit()) else 0
+        while n > 0 and (deadline is None or time.perf_counter() < deadline):
+            n -= self._learn(n, LEARN_SLICE_S)
+        self.catch_up_s = time.perf_counter() - t0
+
     # ------------------------------------------------------------------ orders to actors
     def _send_weights(self, actors: list[int]) -> None:
         """Send ``actors`` the current weights (None for an actor that already has them)."""
@@ -437,7 +460,8 @@ class _Learner:
                 "achieved_replay_ratio_learning": (self.updates * c.batch_size / learned_steps
                                                    if learned_steps else None),
                 "learning_started_at": self.started_at, "slack_updates": SLACK_UPDATES,
-                "updates_owed": self.owed(), "throttle_pauses": self.pauses, "weights_every": self.weights_every,
+                "updates_owed": self.owed(), "throttle_pauses": self.pauses, "catch_up_s": self.catch_up_s,
+                "weights_every": self.weights_every,
                 "weights_sent": self.weights_sent, "actor_waits": sum(w["waits"] for w in per_worker),
                 "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,
             },
@@ -474,8 +498,8 @@ def _orders(ch: Channel) -> list[tuple]:
 
 
 def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, budget: int | None, t0_wall: float,
-                weights: dict[str, np.ndarray], epsilon: float | None, lockstep: bool, parent_pid: int,
-                fault: dict[str, Any] | None) -> None:
+                weights: dict[str, np.ndarray], epsilon: float | None, lockstep: bool, max_chunk: int,
+                parent_pid: int, fault: dict[str, Any] | None) -> None:
     """One actor, in a worker task, for the whole run (see the module docstring).
 
     Sends ``data`` messages (transitions since the last one, the weights version
@@ -589,7 +613,7 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
             if lockstep:
                 flush()
                 wait_for_learner()
-            elif time.perf_counter() - last_flush >= FLUSH_S or len(chunk) * n >= MAX_CHUNK:
+            elif time.perf_counter() - last_flush >= FLUSH_S or len(chunk) * n >= max_chunk:
                 flush()
     except BaseException:
         try:

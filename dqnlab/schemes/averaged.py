@@ -40,7 +40,7 @@ def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:
 
 def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None, optimizer: str = "adam",
-        _fault: dict[str, Any] | None = None) -> RunResult:
+        _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update averages K workers' steps on K minibatches.
 
     Parameters
@@ -81,4 +81,4 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     return run_rounds("averaged", config, workers, progress, callback, {"optimizer": optimizer}, make_batches,
                       optimizer, {"effective_batch": workers * config.batch_size,
                                   "effective_replay_ratio": workers * config.replay_ratio,
-                                  "optimizer": optimizer}, _fault)
+                                  "optimizer": optimizer}, _fault, _checkpoint)

@@ -9,9 +9,13 @@ progress bar, calls the user's callback and turns Ctrl-C or a Stop into a clean 
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,7 +28,7 @@ from ..env import VecGame2048, legal_actions_batch
 from ..replay import ReplayBuffer
 from ..results import EPISODE_COLUMNS, RunResult
 
-__all__ = ["Learner", "RunLoop", "worker_seeds"]
+__all__ = ["Learner", "RunLoop", "worker_seeds", "deferred_interrupt"]
 
 
 def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:
@@ -153,9 +157,46 @@ class Learner:
             self.act_step()
             self.learn()
 
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: agent (both networks, optimiser,
+        exploration stream), replay buffer, the games in progress, counters, episodes,
+        timing and the owed-update credit (copies)."""
+        return {"worker": self.worker, "agent": self._agent_state(), "buffer": self.buffer.state_dict(),
+                "env": self.env.state_dict(), "boards": self.boards.copy(), "masks": self.masks.copy(),
+                "env_steps": self.env_steps, "episodes": [dict(r) for r in self.episodes],
+                "timing": dict(self.timing), "last_loss": self.last_loss, "credit": self._credit}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (from a learner of the same config and worker index).
+
+        Raises
+        ------
+        ValueError
+            If the state is another worker's, or its parts do not fit this learner.
+        """
+        if state["worker"] != self.worker:
+            raise ValueError(f"learner state is worker {state['worker']}'s, not worker {self.worker}'s")
+        self._load_agent_state(state["agent"])
+        self.buffer.load_state_dict(state["buffer"])
+        self.env.load_state_dict(state["env"])
+        self.boards = np.array(state["boards"], np.uint8)
+        self.masks = np.array(state["masks"], bool)
+        self.env_steps = int(state["env_steps"])
+        self.episodes = [dict(r) for r in state["episodes"]]
+        self.timing = {k: float(v) for k, v in state["timing"].items()}
+        self.last_loss = float(state["last_loss"])
+        self._credit = float(state["credit"])
+
+    def _agent_state(self) -> dict[str, Any]:
+        return copy.deepcopy(self.agent.state_dict())
+
+    def _load_agent_state(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state)
+
 
 class RunLoop:
-    """Budget, progress bar, history, callback and interruption for one run.
+    """Budget, progress bar, history, callback, checkpoints and interruption for one run.
 
     A scheme calls :meth:`chunk_steps` to know how many env steps to do next, does
     them, then :meth:`report` with the totals; it stops when :attr:`done` is true.
@@ -163,39 +204,60 @@ class RunLoop:
     Parameters
     ----------
     config : TrainConfig
-        ``total_env_steps`` and ``max_seconds`` are the budget.
+        ``total_env_steps`` and ``max_seconds`` are the budget (of the whole run:
+        a resumed run counts the env steps and wall time of earlier sessions).
     progress : bool
         Show a tqdm progress bar (env steps/s and the recent mean score).
     callback : callable, optional
         Called as ``callback(snapshot)`` after each report with a :class:`RunResult`
-        of what is gathered so far; returning True stops the run cleanly.
+        of what is gathered so far; returning True stops the run cleanly (raising
+        KeyboardInterrupt ends it as ``"interrupted"``, also cleanly).
     report_every_s : float
         Seconds between reports (and callback calls).
+    snapshot : callable, optional
+        ``snapshot() -> RunResult`` of what is gathered so far.
+    checkpointer : dqnlab.checkpoint.Checkpointer, optional
+        The run directory. When it resumes a checkpoint, the loop continues its wall
+        time, history and totals.
+    state : callable, optional
+        ``state() -> dict``: the scheme's checkpoint state, for schemes whose state
+        can be read at any report (then :meth:`report` writes the periodic
+        checkpoints). Schemes whose state lives in worker processes leave it out and
+        call :meth:`write_checkpoint` themselves.
     """
 
     def __init__(self, config: TrainConfig, progress: bool = True,
                  callback: Callable[[RunResult], Any] | None = None, report_every_s: float = 1.0,
-                 snapshot: Callable[[], RunResult] | None = None):
+                 snapshot: Callable[[], RunResult] | None = None, checkpointer: Any = None,
+                 state: Callable[[], Any] | None = None):
         self.config = config
         self.callback = callback
         self.snapshot = snapshot
+        self.checkpointer = checkpointer
+        self.state = state
         self.report_every_s = report_every_s
-        self.t0 = time.perf_counter()
+        resumed = checkpointer.loop_state if checkpointer is not None else None
+        self.t0 = time.perf_counter() - (float(resumed["elapsed"]) if resumed else 0.0)
         self.deadline = None if config.max_seconds is None else self.t0 + config.max_seconds
-        self.env_steps = 0
-        self.updates = 0
-        self.history: list[dict[str, float]] = [{"wall_time_s": 0.0, "env_steps": 0, "updates": 0}]
+        self.env_steps = int(resumed["env_steps"]) if resumed else 0
+        self.updates = int(resumed["updates"]) if resumed else 0
+        self.history: list[dict[str, float]] = ([dict(h) for h in resumed["history"]] if resumed else
+                                                [{"wall_time_s": 0.0, "env_steps": 0, "updates": 0}])
         self.status = "running"
-        self._steps_per_s = 1000.0
-        self.bar = tqdm(total=config.total_env_steps, unit="step", disable=not progress,
+        self.abrupt = False  # a KeyboardInterrupt reached the scheme (maybe mid-step)
+        self._steps_per_s = max(1.0, self.env_steps / self.elapsed) if resumed and self.elapsed > 0 else 1000.0
+        self.bar = tqdm(total=config.total_env_steps, initial=self.env_steps, unit="step", disable=not progress,
                         dynamic_ncols=True, leave=True)
 
     @property
     def elapsed(self) -> float:
+        """Wall time of the run in seconds (earlier sessions of a resumed run included)."""
         return time.perf_counter() - self.t0
 
     @property
     def done(self) -> bool:
+        if self.status == "running" and _SIGINT.requested:
+            self.status = "interrupted"
         if self.status != "running":
             return True
         if self.config.total_env_steps is not None and self.env_steps >= self.config.total_env_steps:
@@ -213,7 +275,8 @@ class RunLoop:
         return max(granularity, (n // granularity) * granularity)
 
     def report(self, env_steps: int, updates: int, score_mean: float = math.nan) -> None:
-        """Record new totals, redraw the bar and call the callback (which may stop the run)."""
+        """Record new totals, redraw the bar, call the callback (which may stop the run)
+        and write a checkpoint when one is due (with a ``state`` function)."""
         elapsed = self.elapsed
         self.bar.update(env_steps - self.env_steps)
         self.env_steps, self.updates = env_steps, updates
@@ -221,17 +284,104 @@ class RunLoop:
         self.history.append({"wall_time_s": elapsed, "env_steps": env_steps, "updates": updates})
         self.bar.set_postfix({"sps": f"{self._steps_per_s:,.0f}", "ups": f"{updates / max(elapsed, 1e-9):,.0f}",
                               "score": f"{score_mean:,.0f}"}, refresh=False)
-        if self.callback is not None and self.snapshot is not None and self.callback(self.snapshot()):
-            self.status = "stopped"
+        if self.callback is not None and self.snapshot is not None:
+            try:
+                stop = self.callback(self.snapshot())
+            except KeyboardInterrupt:  # raised at a report: a clean point to end at
+                self.status, stop = "interrupted", False
+            if stop and self.status == "running":
+                self.status = "stopped"
+        if self.state is not None and self.checkpoint_due():
+            self.write_checkpoint(self.state())
 
     def interrupt(self) -> None:
-        """Mark the run as interrupted (Ctrl-C / KeyboardInterrupt); the scheme keeps its data."""
+        """Mark the run as interrupted: a KeyboardInterrupt reached the scheme's code.
+
+        The scheme keeps its data. Since the interrupt may have landed in the middle of
+        a step, :attr:`abrupt` is set and in-process learners keep their last
+        checkpoint rather than writing one from a state that may be half-updated.
+        """
         self.status = "interrupted"
+        self.abrupt = True
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_due(self) -> bool:
+        """Whether a periodic checkpoint is due (the run has a run directory with
+        ``checkpoint_every`` set, is still running, and the period has passed)."""
+        return (self.checkpointer is not None and self.status == "running"
+                and self.checkpointer.due(self.elapsed, self.report_every_s))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loop's part of a checkpoint: wall time so far, totals and history."""
+        return {"elapsed": self.elapsed, "env_steps": self.env_steps, "updates": self.updates,
+                "history": [dict(h) for h in self.history]}
+
+    def write_checkpoint(self, state: Any) -> None:
+        """Write the run directory now: ``checkpoint.pt`` with the scheme's ``state``
+        (None: only the result files) and the result files of :attr:`snapshot`."""
+        if self.checkpointer is None or self.snapshot is None:
+            return
+        result = self.snapshot()
+        if state is None:
+            self.checkpointer.save_results(result)
+        else:
+            self.checkpointer.write(state, self.state_dict(), result)
+
+    def finish(self) -> None:
+        """Write the final checkpoint from :attr:`state` (schemes with a ``state``
+        function call this after :meth:`close`); skipped after an abrupt interrupt,
+        when the state may be half-updated (the last checkpoint is kept)."""
+        if self.state is not None and self.checkpointer is not None and not self.abrupt:
+            self.write_checkpoint(self.state())
 
     def close(self) -> None:
         self.bar.close()
         if self.status == "running":
             self.status = "completed"
+
+
+class _Sigint:
+    """Ctrl-C while :func:`deferred_interrupt` is active: the first press asks the run to
+    end cleanly (:attr:`RunLoop.done` turns true with status ``"interrupted"``), the
+    second raises KeyboardInterrupt at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.presses = 0
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.presses += 1
+        self.requested = True
+        if self.presses > 1:
+            raise KeyboardInterrupt
+
+
+_SIGINT = _Sigint()
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Within this block, Ctrl-C (SIGINT) ends the run cleanly instead of raising.
+
+    The first Ctrl-C marks the running :class:`RunLoop` as ``"interrupted"``: the
+    scheme stops at its next check (within about a second), tells its workers to
+    stop, gathers what they send and writes the final checkpoint; a second Ctrl-C
+    raises KeyboardInterrupt at once. Only installed in the main thread and over
+    Python's default handler (a handler of the user's, or a run in a thread, keeps
+    the ordinary KeyboardInterrupt); the previous handler is restored on exit.
+    """
+    install = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if not install:
+        yield
+        return
+    _SIGINT.requested, _SIGINT.presses = False, 0
+    signal.signal(signal.SIGINT, _SIGINT)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _SIGINT.requested, _SIGINT.presses = False, 0
 
 
 def episodes_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -37,6 +37,7 @@ import contextlib
 import logging
 import pickle
 import queue
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +54,8 @@ CLUSTER_SCHEMES = ("independent", "sharded", "averaged", "actors")
 _LOCAL_BACKENDS = ("LokyBackend", "MultiprocessingBackend", "ThreadingBackend", "SequentialBackend")
 #: Seconds to wait for a scheduler to answer.
 CONNECT_TIMEOUT_S = 10.0
+#: Longest pause between two looks at a Dask queue while waiting on it (seconds).
+POLL_MAX_S = 0.02
 
 
 def _active_backend() -> Any:
@@ -207,15 +210,21 @@ class DaskQueue:
         return pickle.loads(self._pending.popleft())
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        if self._pending or not block or (timeout is not None and timeout <= 0):
-            return self.get_nowait()
-        try:
-            item = self._queue.get(timeout=timeout)
-        except Exception as e:  # noqa: BLE001 - asyncio / distributed TimeoutError
-            if "Timeout" in type(e).__name__:
-                raise queue.Empty from None
-            raise
-        return pickle.loads(item)
+        """The next item; waits up to ``timeout`` seconds (None: for ever), then raises queue.Empty.
+
+        Waits by polling (1 ms, doubling up to :data:`POLL_MAX_S`): a scheduler-side
+        timeout would log an error on the scheduler every time it expires.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                return self.get_nowait()
+            except queue.Empty:
+                if not block or (deadline is not None and time.monotonic() >= deadline):
+                    raise
+            time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+            delay = min(2 * delay, POLL_MAX_S)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -47,6 +47,7 @@ from typing import Any
 import pandas as pd
 
 from ..agent import DQNAgent
+from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..results import RunResult
 from .base import Learner, RunLoop, episodes_frame, recent_score, worker_seeds
@@ -73,7 +74,7 @@ __all__ = ["run"]
 def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None, sync: str = "periodic", sync_every: int = 500,
         final_fraction: float = 0.25, temperature: float = 500.0,
-        _fault: dict[str, Any] | None = None) -> RunResult:
+        _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train ``workers`` independent learners that share weights per ``sync``.
 
     Parameters
@@ -127,6 +128,14 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     A time budget (``config.max_seconds``) counts from this call, so it includes
     starting the worker processes: a few seconds the first time in a Python session
     (each imports torch), nothing later (joblib keeps its pool).
+
+    Checkpoints (``dqnlab.train(..., run_dir=...)``) are one consistent cut of the
+    run: the parent asks every learner for its state, each answers between two
+    steps (or while it waits at a sync barrier) and waits until all have answered;
+    open sync rounds are kept with the checkpoint. A resumed run continues every
+    learner exactly where it was (weights, Adam, replay, games, random streams, sync
+    schedule), so with an env-step budget it plays the same games as a run that did
+    not stop.
     """
     check_choice("sync", sync, SYNC_SCHEDULES)
     check_int("sync_every", sync_every)
@@ -138,27 +147,40 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     budgets = split_budget(config.total_env_steps, workers)
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()
     state = _State(workers, init)
+    resumed = _checkpoint.state if _checkpoint is not None else None
+    if resumed is not None:
+        state.restore(resumed)
     loop: RunLoop
+    group: TaskGroup | None = None
 
     def result(status: str | None = None) -> RunResult:
-        return state.result(config, sync, temperature, options, loop, status)
+        return state.result(config, sync, temperature, options, loop, status, group)
 
-    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result)
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     t0_wall = time.time() - (time.perf_counter() - loop.t0)
     kwargs = [dict(config=config, worker=k, budget=budgets[k], sync=sync, sync_every=sync_every,
                    final_fraction=final_fraction, t0_wall=t0_wall, init_weights=init if workers > 1 else None,
-                   report_every_s=loop.report_every_s / 2, fault=_fault) for k in range(workers)]
+                   report_every_s=loop.report_every_s / 2, fault=_fault, checkpointing=_checkpoint is not None,
+                   resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
     def handle(kind: str, k: int, payload: Any) -> None:
         state.handle(kind, k, payload, loop, group, sync, temperature)
 
+    def checkpoint(states: dict[int, Any]) -> None:
+        loop.write_checkpoint(state.checkpoint(states))
+
     try:
         with TaskGroup(_learner_task, kwargs) as group:
-            drive_tasks(group, loop, handle, state.totals, "independent", lambda: result("failed"))
+            for r in sorted(state.rounds):  # rounds left open by the checkpoint resumed from
+                state._complete(r, loop, group, sync, temperature)
+            drive_tasks(group, loop, handle, state.totals, "independent", lambda: result("failed"),
+                        checkpoint=checkpoint if _checkpoint is not None else None)
     except KeyboardInterrupt:
         loop.interrupt()
     finally:
         loop.close()
+    if _checkpoint is not None and len(state.final_states) == workers:  # every learner sent its final state
+        loop.write_checkpoint(state.checkpoint({}))
     return result()
 
 
@@ -178,6 +200,42 @@ class _State:
         self.divergence: list[dict[str, Any]] = []
         self.syncs = 0
         self.torch_threads = [None] * workers
+        self.final_states: dict[int, Any] = {}  # learners' states sent with their "done" (checkpoints)
+
+    # ------------------------------------------------------------------ checkpoints
+    def absorb(self, k: int, st: dict[str, Any]) -> None:
+        """Make this view of learner ``k`` that of its checkpoint state ``st``."""
+        learner = st["learner"]
+        rows = [dict(r) for r in learner["episodes"]]
+        self.rows = [r for r in self.rows if r["worker"] != k] + rows
+        self.latest[k] = {"env_steps": int(learner["env_steps"]), "updates": int(learner["agent"]["updates"]),
+                          "timing": dict(learner["timing"]), "comm_s": float(st["comm"]),
+                          "score": recent_score(rows, SCORE_WINDOW)}
+        self.weights[k] = {name: t.detach().numpy().copy() for name, t in learner["agent"]["online"].items()}
+
+    def checkpoint(self, states: dict[int, Any]) -> dict[str, Any]:
+        """The scheme's checkpoint state from the learners' ``states`` (learners that
+        have exited contribute the final state they sent)."""
+        states = {**self.final_states, **states}
+        missing = sorted(set(range(self.workers)) - set(states))
+        if missing:  # cannot happen while drive_tasks gathers the states; never write a partial cut
+            raise RuntimeError(f"checkpoint without the state of learners {missing}")
+        for k, st in states.items():
+            self.absorb(k, st)
+        return {"workers": [states[k] for k in range(self.workers)],
+                "parent": {"rounds": {r: dict(p) for r, p in self.rounds.items()},
+                           "divergence": list(self.divergence), "syncs": self.syncs}}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue from :meth:`checkpoint` output."""
+        if len(saved["workers"]) != self.workers:
+            raise ValueError(f"checkpoint of {len(saved['workers'])} learners, not {self.workers}")
+        for k, st in enumerate(saved["workers"]):
+            self.absorb(k, st)
+        parent = saved["parent"]
+        self.rounds = {int(r): {int(k): p for k, p in posted.items()} for r, posted in parent["rounds"].items()}
+        self.divergence = list(parent["divergence"])
+        self.syncs = int(parent["syncs"])
 
     def totals(self) -> tuple[int, int, float]:
         return (sum(w["env_steps"] for w in self.latest), sum(w["updates"] for w in self.latest),
@@ -190,6 +248,12 @@ class _State:
             self.latest[k] = {key: payload[key] for key in ("env_steps", "updates", "timing", "comm_s", "score")}
             if kind == "done":
                 self.final[k] = self.weights[k] = payload["weights"]
+                if payload.get("state") is not None:
+                    self.final_states[k] = payload["state"]
+                    self.absorb(k, payload["state"])
+        elif kind == "checkpoint_end":
+            for r in sorted(self.rounds):  # rounds held back while the checkpoint was gathered
+                self._complete(r, loop, group, sync, temperature)
         elif kind == "sync":
             self.weights[k] = payload["weights"]
             self.rounds.setdefault(payload["round"], {})[k] = payload
@@ -200,9 +264,10 @@ class _State:
                 self._complete(r, loop, group, sync, temperature)
 
     def _complete(self, r: int, loop: RunLoop, group: TaskGroup, sync: str, temperature: float) -> None:
-        """Close round ``r`` once every learner still running has checked in."""
+        """Close round ``r`` once every learner still running has checked in (not while
+        a checkpoint is being gathered: the checkpoint keeps the round open)."""
         posted = self.rounds.get(r)
-        if posted is None or not self.alive <= set(posted):
+        if posted is None or not self.alive <= set(posted) or group.checkpoint_pending:
             return
         del self.rounds[r]
         ks = sorted(posted)
@@ -226,7 +291,7 @@ class _State:
         })
 
     def result(self, config: TrainConfig, sync: str, temperature: float, options: dict, loop: RunLoop,
-               status: str | None) -> RunResult:
+               status: str | None, group: TaskGroup | None = None) -> RunResult:
         have = [k for k in range(self.workers) if self.weights[k] is not None]
         scores = [self.latest[k]["score"] for k in have]
         if not have:
@@ -243,6 +308,7 @@ class _State:
             "worker": k, "env_steps": w["env_steps"], "updates": w["updates"],
             "episodes": sum(1 for r in self.rows if r["worker"] == k), "acting_s": w["timing"]["acting"],
             "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"], "score_recent": w["score"],
+            "pid": None if group is None else group.pids.get(k),
         } for k, w in enumerate(self.latest)]
         env_steps, updates, _ = self.totals()
         return RunResult(
@@ -261,22 +327,48 @@ class _State:
 
 def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, budget: int | None, sync: str,
                   sync_every: int, final_fraction: float, t0_wall: float, init_weights: dict | None,
-                  report_every_s: float, fault: dict[str, Any] | None) -> None:
+                  report_every_s: float, fault: dict[str, Any] | None, checkpointing: bool = False,
+                  resume: dict[str, Any] | None = None) -> None:
     """One learner, in a worker process, for the whole run (see the module docstring).
 
     Sends ``progress`` (new episode rows, counters, timing) every ``report_every_s``,
     ``sync`` at every check-in (waiting for the parent's weights when active), and
     ``done`` with its final weights. On an exception it first sends the rows
     gathered since the last report, then re-raises (the task wrapper reports it).
+
+    With ``checkpointing``, it answers the parent's checkpoint requests with its
+    state (and sends its final state with ``done``); ``resume`` is such a state to
+    continue from (including a sync round it was waiting on).
     """
     clock0 = time.perf_counter() - (time.time() - t0_wall)  # the parent's start, on this process's clock
     learner = Learner(config, worker=worker, clock0=clock0)
-    if init_weights is not None:
-        learner.agent.set_weights(init_weights, target=True)
     deadline = None if config.max_seconds is None else clock0 + config.max_seconds
     schedule = SyncSchedule(sync, sync_every, final_fraction)
     comm = 0.0
     sent = 0
+    awaiting: int | None = None  # the sync round this learner posted and waits on
+    if resume is not None:
+        learner.load_state_dict(resume["learner"])
+        schedule.last_round, comm, awaiting = int(resume["last_round"]), float(resume["comm"]), resume["awaiting"]
+        sent = len(learner.episodes)  # the parent has them, from the checkpoint
+    elif init_weights is not None:
+        learner.agent.set_weights(init_weights, target=True)
+
+    def state() -> dict[str, Any]:
+        nonlocal sent
+        sent = len(learner.episodes)  # the state carries every game: the parent takes them from it
+        return {"learner": learner.state_dict(), "last_round": schedule.last_round, "comm": comm,
+                "awaiting": awaiting}
+
+    if checkpointing:
+        ch.state = state
+
+    def sync_wait() -> None:
+        nonlocal awaiting
+        reply = ch.wait()
+        if reply[0] == "weights" and reply[1] is not None:
+            learner.agent.set_weights(reply[1])
+        awaiting = None
 
     def budget_fraction(now: float) -> float:
         p = 0.0 if budget is None else learner.env_steps / budget
@@ -295,6 +387,10 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, budget: int 
 
     next_report = time.perf_counter() + report_every_s
     try:
+        if awaiting is not None:  # resumed at a sync barrier: the parent has our post
+            t0 = time.perf_counter()
+            sync_wait()
+            comm += time.perf_counter() - t0
         while ((budget is None or learner.env_steps < budget)
                and (deadline is None or time.perf_counter() < deadline) and not ch.stopped):
             learner.act_step()
@@ -308,17 +404,17 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, budget: int 
                                  "score": recent_score(learner.episodes, SCORE_WINDOW),
                                  "env_steps": learner.env_steps, "updates": learner.updates})
                 if active:
-                    reply = ch.wait()
-                    if reply[0] == "weights" and reply[1] is not None:
-                        learner.agent.set_weights(reply[1])
+                    awaiting = r
+                    sync_wait()
                 comm += time.perf_counter() - now
             if now >= next_report:
                 next_report = now + report_every_s
                 report("progress")
                 t0 = time.perf_counter()
                 ch.poll()
+                ch.serve_checkpoint()
                 comm += time.perf_counter() - t0
     except BaseException:
         report("progress")  # keep the games finished since the last report
         raise
-    report("done", weights=learner.agent.get_weights())
+    report("done", weights=learner.agent.get_weights(), state=state() if checkpointing else None)

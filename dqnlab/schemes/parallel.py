@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 import queue
+import re
 import signal
 import threading
 import time
@@ -54,7 +55,7 @@ __all__ = [
     "average_weights", "score_coefficients", "combine_weights", "divergence", "flatten_weights",
     "optimizer_state", "load_optimizer_state", "average_optimizer_states",
     "TaskGroup", "drive_tasks", "train_step_task", "parallel_update", "run_rounds", "make_optimizer",
-    "split_budget", "best_index", "check_fault",
+    "split_budget", "best_index", "check_fault", "DivergedError", "worker_error",
 ]
 
 #: Sync schedules of the ``independent`` scheme.
@@ -391,6 +392,40 @@ class WorkerError(RuntimeError):
         self.partial = partial
 
 
+class DivergedError(WorkerError, FloatingPointError):
+    """Training diverged: a TD loss was NaN or infinite, so the run stopped.
+
+    Raised by every scheme (in ``serial`` there is no worker: :attr:`worker` is None).
+    The update that produced the loss was not applied.
+
+    Attributes
+    ----------
+    update : int or None
+        Number (from 1) of the update whose loss was not finite.
+    partial : RunResult or None
+        The run up to the last good update (``status="failed"``); with a run
+        directory, ``checkpoint.pt`` there is the last good checkpoint.
+    """
+
+    def __init__(self, scheme: str, worker: int | None, message: str, worker_traceback: str = "",
+                 partial: RunResult | None = None):
+        super().__init__(scheme, worker, message, worker_traceback, partial)
+        where = f" (in worker {worker})" if worker is not None else ""
+        self.args = (f"{scheme}: training diverged{where}: {message}",)
+        found = re.search(r"update (\d+)", message)
+        self.update = int(found.group(1)) if found else None
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def worker_error(scheme: str, worker: int | None, message: str, tb: str,
+                 partial: RunResult | None) -> WorkerError:
+    """The exception for a worker's failure: :class:`DivergedError` for a non-finite loss."""
+    cls = DivergedError if message.startswith("FloatingPointError") else WorkerError
+    return cls(scheme, worker, message, tb, partial)
+
+
 class _TaskFailed(Exception):
     """Internal: a worker task failed (index, one-line message, traceback text)."""
 
@@ -426,28 +461,68 @@ def check_fault(fault: dict[str, Any] | None, worker: int, **counters: int) -> N
 class Channel:
     """A worker's end of the queues: ``send`` to the parent, ``poll``/``wait`` for orders.
 
-    Orders from the parent are tuples: ``("stop",)`` or ``("weights", dict or None)``.
+    Orders from the parent are tuples: ``("stop",)``, ``("weights", dict or None)``,
+    and for checkpoints ``("checkpoint", n)`` / ``("checkpointed", n)`` (see
+    :meth:`serve_checkpoint`).
     """
 
     def __init__(self, worker: int, inbox: Any, outbox: Any):
         self.worker, self.inbox, self.outbox = worker, inbox, outbox
         self.stopped = False
+        #: Checkpoint the parent asked for and this worker has not answered yet.
+        self.checkpoint_id: int | None = None
+        #: ``state() -> Any``: this worker's checkpoint state (set by a task that checkpoints).
+        self.state: Callable[[], Any] | None = None
 
     def send(self, kind: str, payload: Any = None) -> None:
         """Put ``(kind, worker, payload)`` on the parent's queue."""
         self.inbox.put((kind, self.worker, payload))
 
     def poll(self) -> None:
-        """Read pending orders without blocking (sets :attr:`stopped` on a stop)."""
+        """Read pending orders without blocking (sets :attr:`stopped` on a stop,
+        :attr:`checkpoint_id` on a checkpoint request)."""
         try:
             while True:
-                if self.outbox.get_nowait()[0] == "stop":
+                msg = self.outbox.get_nowait()
+                if msg[0] == "stop":
                     self.stopped = True
+                elif msg[0] == "checkpoint":
+                    self.checkpoint_id = msg[1]
         except queue.Empty:
             pass
 
     def wait(self) -> tuple:
-        """Block until the parent replies; a stop order is returned as ``("stop",)``."""
+        """Block until the parent replies; a stop order is returned as ``("stop",)``.
+
+        A checkpoint request that arrives meanwhile is answered at once (the state then
+        records what the worker is waiting for), without waiting for ``checkpointed``.
+        """
+        while True:
+            try:
+                msg = self.outbox.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if msg[0] == "checkpoint":
+                self._send_state(msg[1])
+                continue
+            if msg[0] == "checkpointed":
+                continue
+            if msg[0] == "stop":
+                self.stopped = True
+            return msg
+
+    def serve_checkpoint(self) -> float:
+        """Answer a pending checkpoint request (call after :meth:`poll`, between steps).
+
+        Sends ``("state", {"id": n, "state": state()})`` and blocks until the parent has
+        the states of all workers and says ``("checkpointed", n)`` (or stop), so that
+        the checkpoint is one consistent cut of the run. Returns the seconds spent.
+        """
+        if self.checkpoint_id is None:
+            return 0.0
+        t0 = time.perf_counter()
+        n, self.checkpoint_id = self.checkpoint_id, None
+        self._send_state(n)
         while True:
             try:
                 msg = self.outbox.get(timeout=1.0)
@@ -455,7 +530,13 @@ class Channel:
                 continue
             if msg[0] == "stop":
                 self.stopped = True
-            return msg
+                break
+            if msg[0] == "checkpointed" and msg[1] == n:
+                break
+        return time.perf_counter() - t0
+
+    def _send_state(self, n: int) -> None:
+        self.send("state", {"id": n, "state": self.state() if self.state is not None else None})
 
 
 def _task_main(fn: Callable[..., None], worker: int, workers: int, parent_pid: int, inbox: Any, outbox: Any,
@@ -504,6 +585,8 @@ class TaskGroup:
         self.failure_tb = ""
         self.pids: dict[int, int] = {}
         self.exited: set[int] = set()
+        #: True while a checkpoint is being gathered (see :func:`drive_tasks`).
+        self.checkpoint_pending = False
 
     def __enter__(self) -> "TaskGroup":
         from .cluster import task_transport
@@ -603,7 +686,8 @@ def _kill_loky_pool() -> None:
 
 def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any], None],
                 totals: Callable[[], tuple[int, int, float]], scheme: str,
-                partial: Callable[[], RunResult], work: Callable[[], bool] | None = None) -> None:
+                partial: Callable[[], RunResult], work: Callable[[], bool] | None = None,
+                checkpoint: Callable[[dict[int, Any]], None] | None = None) -> None:
     """The parent's event loop for long-lived tasks, until every worker has exited.
 
     Routes each message to ``handle(kind, worker, payload)`` (the scheme records
@@ -617,6 +701,15 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
     stopping; it returns True if it has more to do at once (then the next wait for
     a message does not block).
 
+    ``checkpoint``, if given, writes a checkpoint from the workers' states: when
+    ``loop.checkpoint_due()``, every running worker is sent ``("checkpoint", n)``;
+    each answers with its state and waits (:meth:`Channel.serve_checkpoint`); once
+    every running worker has answered, ``checkpoint({worker: state})`` is called (a
+    worker that exited meanwhile sent its final state with its ``done``, which the
+    scheme keeps), and the workers go on. While that is pending,
+    ``group.checkpoint_pending`` is True; when it ends (written, or abandoned because
+    the run is stopping) ``handle("checkpoint_end", -1, None)`` is called.
+
     Raises
     ------
     WorkerError
@@ -628,6 +721,7 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
     last_report = time.perf_counter()
     stop_deadline = math.inf
     busy = False
+    barrier: dict[str, Any] | None = None  # the checkpoint being gathered
     while len(group.exited) < group.workers:
         try:
             alive = group.alive  # before reading: a worker may post its last message, then end
@@ -637,6 +731,9 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
                 kind, k, payload = msg
                 if kind == "hello":
                     group.pids[k] = payload["pid"]
+                elif kind == "state":
+                    if barrier is not None and payload["id"] == barrier["id"]:
+                        barrier["states"][k] = payload["state"]
                 elif kind == "error":
                     group.exited.add(k)
                     if error is None:
@@ -656,6 +753,8 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
                 stopping = True
                 stop_deadline = now + 30.0
                 group.stop()
+            if checkpoint is not None:
+                barrier = _checkpoint_barrier(group, loop, handle, checkpoint, barrier, stopping)
             if work is not None and msg is None and not stopping:
                 busy = work()
             if not alive and msg is None and len(group.exited) < group.workers:
@@ -682,7 +781,33 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
             group.stop()
     if error is not None:
         k, message, tb = error
-        raise WorkerError(scheme, k, message, tb, partial())
+        raise worker_error(scheme, k, message, tb, partial())
+
+
+def _checkpoint_barrier(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any], None],
+                        checkpoint: Callable[[dict[int, Any]], None], barrier: dict[str, Any] | None,
+                        stopping: bool) -> dict[str, Any] | None:
+    """One look at the checkpoint barrier of :func:`drive_tasks`; returns the barrier still pending."""
+    if barrier is None:
+        if stopping or not loop.checkpoint_due():
+            return None
+        barrier = {"id": getattr(group, "_checkpoints", 0) + 1, "states": {}}
+        group._checkpoints = barrier["id"]
+        group.checkpoint_pending = True
+        for k in range(group.workers):
+            if k not in group.exited:
+                group.send(k, ("checkpoint", barrier["id"]))
+        return barrier
+    running = set(range(group.workers)) - group.exited
+    if not stopping and not running <= set(barrier["states"]):
+        return barrier
+    if not stopping:
+        checkpoint(dict(barrier["states"]))
+    group.checkpoint_pending = False
+    for k in running & set(barrier["states"]):
+        group.send(k, ("checkpointed", barrier["id"]))
+    handle("checkpoint_end", -1, None)
+    return None
 
 
 # ----------------------------------------------------------------------------- synchronous rounds
@@ -767,6 +892,16 @@ class RoundStats:
         self.rounds = 0
         self.round_s = 0.0
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"compute": self.compute.copy(), "comm": self.comm.copy(), "parent": self.parent,
+                "rounds": self.rounds, "round_s": self.round_s}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["compute"]) != len(self.compute):
+            raise ValueError(f"round stats of {len(state['compute'])} workers, not {len(self.compute)}")
+        self.compute, self.comm = np.array(state["compute"], float), np.array(state["comm"], float)
+        self.parent, self.rounds, self.round_s = float(state["parent"]), int(state["rounds"]), float(state["round_s"])
+
 
 def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequence[Minibatch],
                     coefficients: Sequence[float] | np.ndarray | None, optimizer: str,
@@ -841,7 +976,8 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
 def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                callback: Callable[[RunResult], Any] | None, options: dict[str, Any],
                make_batches: Callable[[Learner], tuple[list[Minibatch], np.ndarray | None]],
-               optimizer: str, extra: dict[str, Any], fault: dict[str, Any] | None = None) -> RunResult:
+               optimizer: str, extra: dict[str, Any], fault: dict[str, Any] | None = None,
+               checkpoint: Any = None) -> RunResult:
     """The loop of the synchronous schemes (``sharded``, ``averaged``).
 
     The parent is the single learner (:class:`Learner`: ``n_envs`` boards, the replay
@@ -853,10 +989,17 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     step time (summed) plus the parent's own update work (sampling, TD targets,
     packing the state, averaging); ``communication`` is, per worker, the round's wall time minus
     its step time (pickling, transfer, dispatch, waiting for the slowest), summed.
+
+    ``checkpoint`` (a :class:`~dqnlab.checkpoint.Checkpointer`): the parent's learner
+    and the round statistics are the whole state (workers keep none between rounds),
+    so a resumed run continues exactly, with the same number of workers.
     """
     learner = Learner(config, worker=0)
     make_optimizer(learner.agent, optimizer)
     stats = RoundStats(workers)
+    if checkpoint is not None and checkpoint.state is not None:
+        learner.load_state_dict(checkpoint.state["learner"])
+        stats.load_state_dict(checkpoint.state["rounds"])
     loop: RunLoop
 
     def result(status: str | None = None) -> RunResult:
@@ -879,7 +1022,8 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                    "round_ms_mean": 1000 * stats.round_s / stats.rounds if stats.rounds else None},
         )
 
-    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result)
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=checkpoint,
+                   state=lambda: {"learner": learner.state_dict(), "rounds": stats.state_dict()})
     learner.clock0 = loop.t0
     try:
         with joblib.Parallel(n_jobs=workers, batch_size=1) as parallel:
@@ -899,7 +1043,8 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
         loop.interrupt()
     except _TaskFailed as e:
         loop.close()
-        raise WorkerError(scheme, e.worker, e.message, e.tb, result("failed")) from None
+        raise worker_error(scheme, e.worker, e.message, e.tb, result("failed")) from None
     finally:
         loop.close()
+    loop.finish()
     return result()

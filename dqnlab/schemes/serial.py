@@ -9,15 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..results import RunResult
 from .base import Learner, RunLoop, episodes_frame, recent_score
+from .parallel import DivergedError
 
 __all__ = ["run"]
 
 
 def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
-        callback: Callable[[RunResult], Any] | None = None) -> RunResult:
+        callback: Callable[[RunResult], Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one DQN learner in this process until the budget of ``config`` is spent.
 
     Parameters
@@ -41,12 +43,23 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     ------
     ValueError
         If ``workers`` is not 1.
+    DivergedError
+        If a TD loss is NaN or infinite (the message says which update); ``partial``
+        holds the run up to the last good update.
+
+    Notes
+    -----
+    Checkpoints (``dqnlab.train(..., run_dir=...)``) hold the whole learner, so a
+    resumed run continues exactly as if it had not stopped: same games, same updates,
+    same weights.
     """
     if workers != 1:
         raise ValueError(f"workers must be 1 for the serial scheme, got {workers!r}")
     learner = Learner(config)
-    loop = RunLoop(config, progress=progress, callback=callback,
-                   snapshot=lambda: _result(learner, loop))
+    if _checkpoint is not None and _checkpoint.state is not None:
+        learner.load_state_dict(_checkpoint.state["learner"])
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=lambda: _result(learner, loop),
+                   checkpointer=_checkpoint, state=lambda: {"learner": learner.state_dict()})
     learner.clock0 = loop.t0
     try:
         while not loop.done:
@@ -54,17 +67,21 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             loop.report(learner.env_steps, learner.updates, recent_score(learner.episodes))
     except KeyboardInterrupt:
         loop.interrupt()
+    except FloatingPointError as e:  # a non-finite loss: the last good checkpoint stays
+        loop.close()
+        raise DivergedError("serial", None, str(e), "", _result(learner, loop, "failed")) from None
     finally:
         loop.close()
+    loop.finish()
     return _result(learner, loop)
 
 
-def _result(learner: Learner, loop: RunLoop) -> RunResult:
+def _result(learner: Learner, loop: RunLoop, status: str | None = None) -> RunResult:
     import pandas as pd
 
     return RunResult(
         scheme="serial", config=learner.config, workers=1, episodes=episodes_frame(learner.episodes),
         env_steps=learner.env_steps, updates=learner.updates, wall_time_s=loop.elapsed,
         time_split={**learner.timing, "communication": 0.0}, weights=learner.agent.get_weights(),
-        history=pd.DataFrame(loop.history), status=loop.status,
+        history=pd.DataFrame(loop.history), status=status or loop.status,
     )

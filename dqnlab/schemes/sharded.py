@@ -60,7 +60,7 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
 
 def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None, optimizer: str = "adam",
-        _fault: dict[str, Any] | None = None) -> RunResult:
+        _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update is split across ``workers`` processes.
 
     Parameters
@@ -107,4 +107,4 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     sizes = shard(Minibatch(*(np.zeros(config.batch_size),) * 6), workers)[1]
     return run_rounds("sharded", config, workers, progress, callback, {"optimizer": optimizer}, make_batches,
                       optimizer, {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size,
-                                  "optimizer": optimizer}, _fault)
+                                  "optimizer": optimizer}, _fault, _checkpoint)

@@ -52,6 +52,7 @@ import pandas as pd
 import torch
 
 from ..agent import DQNAgent, epsilon_at
+from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
@@ -255,6 +256,14 @@ class SharedReplay:
         return Minibatch(a["boards"][idx], a["actions"][idx].astype(np.int64), a["rewards"][idx],
                          a["next_boards"][idx], a["dones"][idx], a["next_masks"][idx])
 
+    def state_dict(self) -> dict[str, Any]:
+        """This worker's own part (its sampling stream and count); the contents are in the block."""
+        return {"rng": self.rng.bit_generator.state, "added": self.added}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.added = int(state["added"])
+
 
 class FileLock:
     """An inter-process lock: ``fcntl.flock`` on a file (POSIX).
@@ -299,6 +308,21 @@ class _SharedLearner(Learner):
         bind_agent(self.agent, arrays)
         self.arrays, self.lock = arrays, lock
         self.lock_wait = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        """This worker's private state (the model, Adam and replay are in the block)."""
+        return {**super().state_dict(), "lock_wait": self.lock_wait}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.lock_wait = float(state["lock_wait"])
+
+    def _agent_state(self) -> dict[str, Any]:
+        return {"rng": self.agent.rng.bit_generator.state, "updates": self.agent.updates}
+
+    def _load_agent_state(self, state: dict[str, Any]) -> None:
+        self.agent.rng.bit_generator.state = state["rng"]
+        self.agent.updates = int(state["updates"])
 
     def _global_env_steps(self) -> int:
         steps = self.arrays["env_steps"]
@@ -360,7 +384,7 @@ class _SharedLearner(Learner):
 
 def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None, lock: bool = True,
-        _fault: dict[str, Any] | None = None) -> RunResult:
+        _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one model, in shared memory, with ``workers`` acting-and-learning processes.
 
     Parameters
@@ -401,6 +425,13 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     A time budget (``config.max_seconds``) counts from this call, so it includes
     starting the worker processes: a few seconds the first time in a Python session
     (each imports torch), nothing later (joblib keeps its pool).
+
+    Checkpoints (``dqnlab.train(..., run_dir=...)``): the parent asks every worker
+    for its private state (games, random streams, counters, episodes); each answers
+    between two steps and waits, and with all of them waiting the parent copies the
+    whole block (model, target, Adam, replay, counters). A resumed run restores all
+    of it exactly; what it does next is as timing-dependent as any run of this
+    scheme with K > 1 (the workers' updates interleave differently).
     """
     check_bool("lock", lock)
     if config.buffer_size < workers:
@@ -419,9 +450,12 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     latest = [{"env_steps": 0, "updates": 0, "timing": {"acting": 0.0, "learning": 0.0}, "comm_s": 0.0,
                "lock_wait_s": 0.0} for _ in range(workers)]
     final: dict[str, Any] = {}
+    final_states: dict[int, Any] = {}  # workers' states sent with their "done" (checkpoints)
     arrays = SharedArrays.create(shared_layout(config, workers, n_params, len(shapes)))
     lock_path = None
+    resumed = _checkpoint.state if _checkpoint is not None else None
     loop: RunLoop
+    group: TaskGroup | None = None
 
     def weights() -> dict[str, np.ndarray]:
         if "weights" in final:
@@ -437,7 +471,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         per_worker = [{"worker": k, "env_steps": w["env_steps"], "updates": w["updates"],
                        "episodes": sum(1 for r in rows if r["worker"] == k), "acting_s": w["timing"]["acting"],
                        "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"] + w["lock_wait_s"],
-                       "lock_wait_s": w["lock_wait_s"]} for k, w in enumerate(latest)]
+                       "lock_wait_s": w["lock_wait_s"], "pid": None if group is None else group.pids.get(k)}
+                      for k, w in enumerate(latest)]
         updates = sum(w["updates"] for w in latest)
         counter = final.get("counter", int(arrays["updates_total"][0]) if arrays.arrays else updates)
         syncs = final.get("target_syncs", int(arrays["target_syncs"][0]) if arrays.arrays else 0)
@@ -454,33 +489,68 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
                    "adam": "shared", "torch_threads_per_worker": torch_threads(workers)},
         )
 
+    def absorb(k: int, st: dict[str, Any]) -> None:
+        """Make the parent's view of worker ``k`` that of its checkpoint state ``st``."""
+        learner = st["learner"]
+        rows[:] = [r for r in rows if r["worker"] != k] + [dict(r) for r in learner["episodes"]]
+        latest[k] = {"env_steps": int(learner["env_steps"]), "updates": int(learner["agent"]["updates"]),
+                     "timing": dict(learner["timing"]), "comm_s": float(st["comm"]),
+                     "lock_wait_s": float(learner["lock_wait"])}
+
     def handle(kind: str, k: int, payload: Any) -> None:
         if kind in ("progress", "done"):
             rows.extend(payload["rows"])
             latest[k] = {key: payload[key] for key in latest[k]}
+            if kind == "done" and payload.get("state") is not None:
+                final_states[k] = payload["state"]
+                absorb(k, payload["state"])
+
+    def checkpoint_state(states: dict[int, Any]) -> dict[str, Any]:
+        """Workers' states (exited ones: their final state) and a copy of the whole block."""
+        states = {**final_states, **states}
+        missing = sorted(set(range(workers)) - set(states))
+        if missing:  # cannot happen while drive_tasks gathers the states; never write a partial cut
+            raise RuntimeError(f"checkpoint without the state of workers {missing}")
+        for k, st in states.items():
+            absorb(k, st)
+        return {"workers": [states[k] for k in range(workers)],
+                "arrays": {name: arrays[name].copy() for name in arrays.spec}}
+
+    def checkpoint(states: dict[int, Any]) -> None:
+        loop.write_checkpoint(checkpoint_state(states))
 
     def totals() -> tuple[int, int, float]:
         return sum(w["env_steps"] for w in latest), sum(w["updates"] for w in latest), recent_score(rows)
 
     try:
-        w0 = init.get_weights()
-        arrays["theta"][:] = np.concatenate([w0[name].ravel() for name, _ in shapes])
-        arrays["target"][:] = arrays["theta"]
+        if resumed is None:
+            w0 = init.get_weights()
+            arrays["theta"][:] = np.concatenate([w0[name].ravel() for name, _ in shapes])
+            arrays["target"][:] = arrays["theta"]
+        else:
+            _restore_arrays(arrays, resumed["arrays"])
+            for k, st in enumerate(resumed["workers"]):
+                absorb(k, st)
         if lock:
             fd, lock_path = tempfile.mkstemp(prefix="dqnlab-shared-", suffix=".lock")
             os.close(fd)
-        loop = RunLoop(config, progress=progress, callback=callback, snapshot=result)
+        loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
         t0_wall = time.time() - (time.perf_counter() - loop.t0)
         kwargs = [dict(handle=arrays.handle, lock_path=lock_path, config=config, worker=k, workers=workers,
-                       budget=budgets[k], t0_wall=t0_wall, report_every_s=loop.report_every_s / 2, fault=_fault)
+                       budget=budgets[k], t0_wall=t0_wall, report_every_s=loop.report_every_s / 2, fault=_fault,
+                       checkpointing=_checkpoint is not None,
+                       resume=None if resumed is None else resumed["workers"][k])
                   for k in range(workers)]
         try:
             with TaskGroup(_shared_task, kwargs, backend="loky") as group:
-                drive_tasks(group, loop, handle, totals, "shared", lambda: result("failed"))
+                drive_tasks(group, loop, handle, totals, "shared", lambda: result("failed"),
+                            checkpoint=checkpoint if _checkpoint is not None else None)
         except KeyboardInterrupt:
             loop.interrupt()
         finally:
             loop.close()
+        if _checkpoint is not None and len(final_states) == workers:  # every worker sent its final state
+            loop.write_checkpoint(checkpoint_state({}))
         return result()
     finally:
         final["weights"] = weights()
@@ -492,10 +562,27 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             os.unlink(lock_path)
 
 
+def _restore_arrays(arrays: SharedArrays, saved: dict[str, np.ndarray]) -> None:
+    """Fill the block with a checkpoint's copy of it (same layout)."""
+    if set(saved) != set(arrays.spec):
+        raise ValueError(f"checkpoint block has arrays {sorted(saved)}, this run needs {sorted(arrays.spec)}")
+    for name, value in saved.items():
+        value = np.asarray(value)
+        if value.shape != arrays[name].shape or value.dtype != arrays[name].dtype:
+            raise ValueError(f"checkpoint array {name!r} is {value.dtype}{value.shape}, "
+                             f"this run needs {arrays[name].dtype}{arrays[name].shape}")
+        arrays[name][...] = value
+
+
 def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, config: TrainConfig, worker: int,
                  workers: int, budget: int | None, t0_wall: float, report_every_s: float,
-                 fault: dict[str, Any] | None) -> None:
-    """One worker of the shared scheme: act on its boards, learn on the shared model."""
+                 fault: dict[str, Any] | None, checkpointing: bool = False,
+                 resume: dict[str, Any] | None = None) -> None:
+    """One worker of the shared scheme: act on its boards, learn on the shared model.
+
+    With ``checkpointing`` it answers checkpoint requests with its private state (and
+    sends its final state with ``done``); ``resume`` is such a state to continue from.
+    """
     clock0 = time.perf_counter() - (time.time() - t0_wall)
     deadline = None if config.max_seconds is None else clock0 + config.max_seconds
     arrays = SharedArrays.attach(handle)
@@ -505,13 +592,26 @@ def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, config: T
         learner = _SharedLearner(config, worker, workers, arrays, lock, clock0)
         sent = 0
         comm = 0.0
+        if resume is not None:
+            learner.load_state_dict(resume["learner"])
+            comm = float(resume["comm"])
+            sent = len(learner.episodes)  # the parent has them, from the checkpoint
 
-        def report(kind: str) -> None:
+        def state() -> dict[str, Any]:
+            nonlocal sent
+            sent = len(learner.episodes)  # the state carries every game: the parent takes them from it
+            return {"learner": learner.state_dict(), "comm": comm}
+
+        if checkpointing:
+            ch.state = state
+
+        def report(kind: str, **more: Any) -> None:
             nonlocal sent, comm
             t0 = time.perf_counter()
             rows, sent = learner.episodes[sent:], len(learner.episodes)
             ch.send(kind, {"env_steps": learner.env_steps, "updates": learner.updates, "rows": rows,
-                           "timing": dict(learner.timing), "comm_s": comm, "lock_wait_s": learner.lock_wait})
+                           "timing": dict(learner.timing), "comm_s": comm, "lock_wait_s": learner.lock_wait,
+                           **more})
             comm += time.perf_counter() - t0
 
         next_report = time.perf_counter() + report_every_s
@@ -526,11 +626,12 @@ def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, config: T
                     next_report = now + report_every_s
                     report("progress")
                     ch.poll()
+                    ch.serve_checkpoint()
                     comm += time.perf_counter() - now
         except BaseException:
             report("progress")  # keep the games finished since the last report
             raise
-        report("done")
+        report("done", state=state() if checkpointing else None)
     finally:
         learner = None  # drop the views into the block before closing it
         if lock is not None:

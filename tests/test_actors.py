@@ -1,0 +1,201 @@
+"""The ``actors`` scheme: parallel actors feeding one learner (Gorila / Ape-X style).
+
+Tiny budgets (a 32-unit network, a few thousand env steps); no test asserts a speed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import dqnlab
+from dqnlab import RunResult, TrainConfig
+from dqnlab.__main__ import main
+from dqnlab.results import TIME_SPLIT_KEYS
+from dqnlab.schemes import WorkerError
+from dqnlab.schemes.actors import SLACK_UPDATES, apex_epsilons
+
+
+@pytest.fixture
+def cfg() -> TrainConfig:
+    # max_moves keeps games short, so that every run finishes some
+    return TrainConfig(total_env_steps=3_000, n_envs=8, buffer_size=2_000, batch_size=32, learning_starts=200,
+                       replay_ratio=8.0, hidden=(32,), target_update=50, epsilon_decay_steps=1_000, seed=0,
+                       max_moves=60)
+
+
+def test_apex_epsilons_spread_from_eps_to_eps_to_the_1_plus_alpha():
+    eps = apex_epsilons(8)
+    assert eps[0] == pytest.approx(0.4) and eps[-1] == pytest.approx(0.4 ** 8)
+    assert all(a > b for a, b in zip(eps, eps[1:]))
+    assert eps[3] == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
+    assert apex_epsilons(1) == [pytest.approx(0.4)]
+    assert apex_epsilons(2, epsilon=0.5, alpha=1.0) == [pytest.approx(0.5), pytest.approx(0.25)]
+
+
+@pytest.mark.parametrize("changes", [{}, {"target_update": 0, "epsilon_decay_rate": 0.99}])
+def test_one_actor_in_lockstep_is_serial_transition_for_transition(cfg, changes):
+    config = cfg.replace(total_env_steps=2_000, **changes)
+    serial = dqnlab.train("serial", config, progress=False)
+    run = dqnlab.train("actors", config, workers=1, progress=False, lockstep=True,
+                       learner_threads=torch.get_num_threads())
+    cols = ["worker", "episode", "env_steps", "score", "moves", "max_tile", "epsilon", "loss"]
+    assert len(serial.episodes) > 3 and serial.updates > 100
+    assert run.episodes[cols].equals(serial.episodes[cols])
+    assert (run.env_steps, run.updates) == (serial.env_steps, serial.updates)
+    for name in serial.weights:
+        np.testing.assert_array_equal(run.weights[name], serial.weights[name])
+    assert run.extra["param_lag"]["max"] == 0  # every step acted with the learner's current weights
+
+
+def _check_run(run: RunResult, config: TrainConfig, workers: int) -> None:
+    assert run.scheme == "actors" and run.status == "completed" and run.workers == workers
+    assert config.total_env_steps <= run.env_steps < config.total_env_steps + workers * config.n_envs
+    assert set(run.time_split) == set(TIME_SPLIT_KEYS) and all(v >= 0 for v in run.time_split.values())
+    assert run.time_split["acting"] > 0 and run.time_split["learning"] > 0
+    per = run.extra["per_worker"]
+    assert [w["worker"] for w in per] == list(range(workers))
+    assert sum(w["env_steps"] for w in per) == run.env_steps
+    assert sum(w["episodes"] for w in per) == len(run.episodes)
+    assert set(run.episodes["worker"]) == set(range(workers))
+    assert sum(w["acting_s"] for w in per) == pytest.approx(run.time_split["acting"])
+    assert run.extra["learner"]["updates"] == run.updates
+    assert run.extra["learner"]["learning_s"] == pytest.approx(run.time_split["learning"])
+    lag = run.extra["param_lag"]
+    assert lag["transitions"] == run.env_steps
+    assert 0 <= lag["median"] <= lag["p95"] <= lag["max"] and 0 <= lag["mean"] <= lag["max"]
+    # the replay ratio is a ceiling: never more samples than replay_ratio per env step since learning began
+    started = run.extra["learning_started_at"]
+    assert started is not None and started <= config.learning_starts
+    assert run.updates * config.batch_size <= config.replay_ratio * (run.env_steps - started)
+    assert run.episodes["loss"].notna().any()  # games that ended after learning began carry the learner's loss
+
+
+def test_two_actors_end_to_end(cfg, tmp_path):
+    run = dqnlab.train("actors", cfg, workers=2, progress=False, weights_every=10)
+    _check_run(run, cfg, 2)
+    assert run.extra["weights_sent"] >= 2  # at least one broadcast to both actors
+    assert {w["pid"] for w in run.extra["per_worker"]}.isdisjoint({None})
+    summary = json.loads((run.save(tmp_path) / "summary.json").read_text())
+    assert set(summary["time_split"]) == set(TIME_SPLIT_KEYS)
+    assert summary["extra"]["param_lag"]["mean"] == pytest.approx(run.extra["param_lag"]["mean"])
+    assert summary["extra"]["learner"]["waiting_s"] >= 0
+
+
+def test_held_ratio_throttles_the_actors(cfg):
+    config = cfg.replace(total_env_steps=4_000, replay_ratio=16.0)
+    run = dqnlab.train("actors", config, workers=2, progress=False, min_replay_ratio=16.0)
+    _check_run(run, config, 2)
+    started = run.extra["learning_started_at"]
+    owed = (run.env_steps - started) * config.replay_ratio / config.batch_size
+    # held: at most the throttle's slack behind (plus what the actors send while the pause travels)
+    assert run.updates >= owed - 3 * SLACK_UPDATES
+    assert run.extra["min_replay_ratio"] == 16.0
+
+
+def test_apex_epsilon_per_actor_in_the_episodes(cfg):
+    run = dqnlab.train("actors", cfg, workers=2, progress=False, actor_epsilon="apex")
+    eps = apex_epsilons(2)
+    for k in range(2):
+        games = run.episodes[run.episodes["worker"] == k]
+        assert len(games) > 0 and np.allclose(games["epsilon"], eps[k])
+        assert run.extra["per_worker"][k]["epsilon"] == pytest.approx(eps[k])
+    fixed = dqnlab.train("actors", cfg.replace(total_env_steps=1_000), workers=2, progress=False,
+                         actor_epsilon=[1.0, 0.5])
+    assert sorted(fixed.episodes.groupby("worker")["epsilon"].first()) == [0.5, 1.0]
+
+
+def test_actor_exception_surfaces_with_index_traceback_and_games(cfg):
+    config = cfg.replace(total_env_steps=40_000, n_envs=4)
+    with pytest.raises(WorkerError) as info:
+        dqnlab.train("actors", config, workers=2, progress=False, _fault={"worker": 1, "after_env_steps": 1_200})
+    err = info.value
+    assert err.worker == 1 and err.scheme == "actors"
+    assert "injected fault in worker 1" in str(err) and "check_fault" in err.worker_traceback
+    partial = err.partial
+    assert isinstance(partial, RunResult) and partial.status == "failed"
+    assert partial.env_steps < config.total_env_steps
+    assert (partial.episodes["worker"] == 1).any()  # the failing actor's games are kept
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"weights_every": 0}, "weights_every"),
+    ({"min_replay_ratio": 9.0}, "min_replay_ratio"),
+    ({"min_replay_ratio": -1.0}, "min_replay_ratio"),
+    ({"actor_epsilon": "greedy"}, "actor_epsilon"),
+    ({"actor_epsilon": [0.1]}, "actor_epsilon"),
+    ({"actor_epsilon": [0.1, 1.5]}, "actor_epsilon"),
+    ({"lockstep": "yes"}, "lockstep"),
+    ({"learner_threads": 0}, "learner_threads"),
+    ({"sync": "periodic"}, "does not take"),
+])
+def test_bad_actor_options_are_clear_errors(cfg, options, match):
+    with pytest.raises(ValueError, match=match):
+        dqnlab.train("actors", cfg, workers=2, progress=False, **options)
+
+
+def test_learner_threads_are_restored(cfg):
+    before = torch.get_num_threads()
+    dqnlab.train("actors", cfg.replace(total_env_steps=400), workers=1, progress=False,
+                 learner_threads=before + 1)
+    assert torch.get_num_threads() == before
+
+
+def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
+    out = tmp_path / "run"
+    code = main(["train", "--scheme", "actors", "--workers", "2", "--env-steps", "3000", "--n-envs", "8",
+                 "--batch-size", "32", "--replay-ratio", "4", "--weights-every", "10", "--actor-epsilon", "apex",
+                 "--min-replay-ratio", "1", "--eval-games", "0", "--no-progress", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "parameter lag: mean" in printed
+    s = json.loads((out / "summary.json").read_text())
+    assert s["scheme"] == "actors" and s["workers"] == 2
+    assert set(s["time_split"]) == set(TIME_SPLIT_KEYS)
+    assert s["extra"]["param_lag"]["unit"] == "learner updates" and s["extra"]["param_lag"]["mean"] is not None
+    assert s["config"]["replay_ratio"] == 4.0
+    assert s["options"] == {"weights_every": 10, "min_replay_ratio": 1.0, "actor_epsilon": "apex", "lockstep": False}
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--scheme", "independent", "--weights-every", "5"], "--weights-every does not apply to --scheme independent"),
+    (["--scheme", "actors", "--sync", "none"], "--sync does not apply to --scheme actors"),
+    (["--scheme", "actors", "--actor-epsilon", "0.1,0.2,0.3", "--workers", "2"], "actor_epsilon"),
+])
+def test_cli_actor_option_errors_are_one_line(capsys, tmp_path, argv, match):
+    code = main(["train", *argv, "--env-steps", "100", "--no-progress", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def test_bench_acting_rows():
+    from dqnlab.bench import bench_acting
+
+    config = TrainConfig(hidden=(32,), batch_size=32, buffer_size=2_000)
+    rows = bench_acting([1, 4], repeats=1, min_time=0.02, config=config)
+    assert [r["n_envs"] for r in rows] == [1, 4]
+    assert all(r["env_steps_per_s"] > 0 and r["us_per_env_step"] > 0 for r in rows)
+    assert rows[0]["speedup"] == 1.0
+    with pytest.raises(ValueError, match="n_envs"):
+        bench_acting([0])
+
+
+def test_cli_bench_acting_json(capsys):
+    assert main(["bench", "acting", "--n-envs", "2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["n_envs"] == 2 and rows[0]["env_steps_per_s"] > 0
+    assert main(["bench", "env", "--n-envs", "2"]) == 2
+
+
+def test_learner_divergence_is_a_diverged_error_with_the_games(cfg):
+    from dqnlab.schemes import DivergedError
+
+    # random moves that change nothing earn 3e38 points: the squared TD error overflows at the first update
+    config = cfg.replace(mask_illegal=False, invalid_move_reward=3e38, loss="mse", total_env_steps=20_000)
+    with pytest.raises(DivergedError) as info:
+        dqnlab.train("actors", config, workers=1, progress=False)
+    assert info.value.worker is None and "non-finite" in str(info.value)
+    assert info.value.partial.status == "failed" and info.value.partial.env_steps > 0

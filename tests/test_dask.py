@@ -1,0 +1,133 @@
+"""The Dask backend: schemes on a real ``dask.distributed`` cluster (processes, 127.0.0.1 only).
+
+One module-wide ``LocalCluster`` stands in for a cluster started outside dqnlab (its
+address is passed as ``dask_scheduler``); one test lets dqnlab start and close its own.
+Every process started here is stopped by the end of the module.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import joblib
+import pytest
+
+import dqnlab
+from dqnlab import TrainConfig
+from dqnlab.__main__ import main
+from dqnlab.schemes import cluster
+
+distributed = pytest.importorskip("distributed")
+psutil = pytest.importorskip("psutil")
+
+
+@pytest.fixture
+def cfg() -> TrainConfig:
+    return TrainConfig(total_env_steps=2_000, n_envs=8, buffer_size=2_000, batch_size=32, learning_starts=200,
+                       replay_ratio=4.0, hidden=(32,), target_update=50, epsilon_decay_steps=1_000, seed=0,
+                       max_moves=60)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A running scheduler with two one-thread worker processes, and their pids."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, silence_logs=logging.ERROR) as lc:
+        with distributed.Client(lc, set_as_default=False) as client:
+            pids = set(client.run(os.getpid).values())
+            yield lc.scheduler_address, client, pids
+
+
+def _children() -> set[int]:
+    """Child processes, less multiprocessing's resource tracker (one per parent, for its lifetime)."""
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "resource_tracker" not in " ".join(p.cmdline()):
+                out.add(p.pid)
+        except psutil.Error:  # it exited meanwhile
+            pass
+    return out
+
+
+# ----------------------------------------------------------------------------- errors, no cluster needed
+@pytest.mark.parametrize("scheme,kwargs,match", [
+    ("shared", {"backend": "dask"}, "shared memory"),
+    ("serial", {"backend": "dask"}, "no worker processes"),
+    ("independent", {"backend": "ray"}, "backend must be one of"),
+    ("independent", {"dask_scheduler": "tcp://127.0.0.1:8786"}, "only with backend='dask'"),
+    ("independent", {"backend": "dask", "dask_scheduler": ""}, "dask_scheduler must be an address"),
+])
+def test_backend_errors_are_clear(cfg, scheme, kwargs, match):
+    before = _children()
+    with pytest.raises(ValueError, match=match):
+        dqnlab.train(scheme, cfg, workers=2, progress=False, **kwargs)
+    assert _children() <= before  # nothing was started
+
+
+def test_unreachable_scheduler_is_a_clear_error(cfg, monkeypatch):
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 1.0)
+    with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
+        dqnlab.train("independent", cfg, workers=2, progress=False, backend="dask",
+                     dask_scheduler="tcp://127.0.0.1:9")
+
+
+# ----------------------------------------------------------------------------- a local cluster dqnlab starts
+def test_independent_on_a_local_cluster_started_and_closed_by_dqnlab(cfg):
+    before = _children()
+    run = dqnlab.train("independent", cfg, workers=2, progress=False, backend="dask", sync_every=20)
+    assert run.status == "completed" and run.env_steps >= cfg.total_env_steps
+    assert set(run.episodes["worker"]) == {0, 1} and run.extra["syncs"] > 0
+    deadline = time.monotonic() + 15
+    while _children() - before and time.monotonic() < deadline:  # worker processes take a moment to exit
+        time.sleep(0.2)
+    assert not _children() - before
+
+
+# ----------------------------------------------------------------------------- an existing scheduler
+def test_actors_run_on_the_workers_of_an_existing_scheduler(cfg, dask_cluster):
+    address, _, pids = dask_cluster
+    run = dqnlab.train("actors", cfg, workers=2, progress=False, backend="dask", dask_scheduler=address,
+                       weights_every=10)
+    assert run.status == "completed" and run.env_steps >= cfg.total_env_steps
+    assert {w["pid"] for w in run.extra["per_worker"]} == pids  # one actor on each Dask worker
+    assert run.extra["actors_on_cluster"] and run.extra["weights_sent"] >= 2
+    assert set(run.episodes["worker"]) == {0, 1} and run.updates > 0
+
+
+def test_cli_independent_on_an_existing_scheduler(dask_cluster, tmp_path, capsys):
+    address, _, _ = dask_cluster
+    out = tmp_path / "run"
+    code = main(["train", "--scheme", "independent", "--workers", "2", "--backend", "dask", "--dask-scheduler",
+                 address, "--preset", "seed", "--env-steps", "600", "--sync-every", "50",
+                 "--eval-games", "0", "--no-progress", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["scheme"] == "independent" and s["workers"] == 2 and s["status"] == "completed"
+    assert s["extra"]["syncs"] > 0 and s["updates"] > 0
+    assert [w["env_steps"] for w in s["extra"]["per_worker"]] == [300, 300]
+
+
+def test_sharded_rounds_run_through_joblibs_dask_backend(cfg, dask_cluster):
+    address, _, _ = dask_cluster
+    config = cfg.replace(total_env_steps=600, learning_starts=400, replay_ratio=2.0)
+    run = dqnlab.train("sharded", config, workers=2, progress=False, backend="dask", dask_scheduler=address)
+    assert run.status == "completed" and run.updates > 0 and run.extra["rounds"] == run.updates
+
+
+def test_joblib_dask_backend_chosen_by_the_user_is_used(cfg, dask_cluster):
+    _, client, pids = dask_cluster
+    with joblib.parallel_config(backend="dask", client=client):
+        run = dqnlab.train("actors", cfg.replace(total_env_steps=800), workers=2, progress=False)
+        with pytest.raises(ValueError, match="shared memory"):
+            dqnlab.train("shared", cfg, workers=2, progress=False)
+    assert {w["pid"] for w in run.extra["per_worker"]} == pids
+
+
+def test_too_few_dask_workers_for_long_lived_tasks(cfg, dask_cluster):
+    address, _, _ = dask_cluster
+    with pytest.raises(ValueError, match="runs all 3 workers at once"):
+        dqnlab.train("actors", cfg, workers=3, progress=False, backend="dask", dask_scheduler=address)
