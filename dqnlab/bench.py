@@ -1244,6 +1244,15 @@ def _md_machine(m: dict[str, Any], threads: int | None, command: str) -> str:
             f"NumPy {m['numpy']}, Python {m['python']}. Command: `{command}`.")
 
 
+def _same_replay_ratio(row: dict[str, Any], serial: dict[str, Any], tolerance: float = 0.05) -> bool | None:
+    """Whether ``row`` did as many updates per env step as ``serial`` (within ``tolerance``);
+    None when unknown (no steps, or a window that includes the steps before learning starts)."""
+    ours, ref = row.get("updates_per_1000_steps", math.nan), serial["updates_per_1000_steps"]
+    if ours is None or math.isnan(ours) or not ref or row.get("window") == "whole run":
+        return None
+    return abs(ours / ref - 1) <= tolerance
+
+
 def peers_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench peers") -> str:
     """The ``bench peers`` section of ``docs/benchmarks.md`` from :func:`bench_peers` output."""
     out = ["## Peers, side by side (`bench peers`)", "", _md_machine(res["machine"], res["threads"], command), ""]
@@ -1259,20 +1268,29 @@ def peers_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench p
                 "which a busy shared machine does not give either).", ""]
         sb3, sb3_cpu = s["rows"][1]["env_steps_per_s"], s["rows"][1]["env_steps_per_cpu_s"]
         rows = [{**r, "vs_sb3": r["env_steps_per_s"] / sb3,
-                 "vs_sb3_cpu": r["env_steps_per_cpu_s"] / sb3_cpu if "env_steps_per_cpu_s" in r else None}
+                 "vs_sb3_cpu": r["env_steps_per_cpu_s"] / sb3_cpu if "env_steps_per_cpu_s" in r else None,
+                 "same_ratio": _same_replay_ratio(r, s["rows"][0])}
                 for r in [*s["rows"], *s.get("schemes", [])]]
         out += [_md_table(rows, {"name": "run", "env_steps_per_s": "env steps/s", "vs_sb3": "× SB3",
                                  "env_steps_per_cpu_s": "env steps per CPU s", "vs_sb3_cpu": "× SB3 (CPU)",
                                  "updates_per_1000_steps": "updates per 1,000 env steps",
-                                 "env_steps": "env steps timed", "window": "window"},
+                                 "same_ratio": "replay ratio kept", "env_steps": "env steps timed",
+                                 "window": "window"},
                           {"env_steps_per_s": "{:,.0f}", "vs_sb3": "{:.2f}", "env_steps_per_cpu_s": "{:,.0f}",
                            "vs_sb3_cpu": "{:.2f}", "updates_per_1000_steps": "{:,.1f}", "env_steps": "{:,}"}), ""]
         out += [f"dqnlab serial / SB3: **{s['ratio']:.2f}x** wall-clock (median over turns {s['ratio_turns']:.2f}x), "
                 f"**{s['ratio_cpu']:.2f}x** in CPU time. "
                 + ("The parallel rows are separate `dqnlab.train` runs with "
                    f"{s['schemes'][0]['workers']} workers made right after (not interleaved; several processes, so "
-                   "wall clock only), timed from the run's progress history past the same warm-up."
+                   "wall clock only), timed from the run's progress history past the same warm-up. A row whose "
+                   "updates per env step differ from serial's by more than 5% does not train at the same "
+                   "hyperparameters (replay ratio not kept), so its speed is not a like-for-like comparison."
                    if s.get("schemes") else ""), ""]
+        kept = [r for r in rows[2:] if r["same_ratio"] and not math.isnan(r["env_steps_per_s"])]
+        if kept:
+            best = max(kept, key=lambda r: r["env_steps_per_s"])
+            out += [f"Fastest parallel scheme at the same replay ratio: **{best['name']}, {best['vs_sb3']:.2f}x "
+                    "SB3** (wall clock).", ""]
         out += ["<details><summary>Hyperparameter mapping</summary>", "",
                 _md_table(s["mapping"], {"field": "field", "dqnlab": "dqnlab", "sb3": "SB3", "same": "same",
                                          "note": "note"}), "", "</details>", ""]

@@ -22,6 +22,21 @@ or a divergence the result files describe everything gathered, while
 :func:`prepare_resume` for what may change); episode numbers, env-step counts, wall
 time and the history continue, and the run directory keeps being written.
 
+What each scheme saves, and how exactly it resumes:
+
+* ``serial``, ``sharded``, ``averaged`` -- the parent's learner is the whole state
+  (the workers of ``sharded`` / ``averaged`` keep nothing between updates): a
+  resumed run is the run that did not stop (same games, updates and weights).
+* ``independent`` -- every learner's state, gathered as one consistent cut (each
+  learner answers between two steps, or while it waits at a sync barrier, and waits
+  for the others), plus the parent's open sync rounds: exact as well.
+* ``shared`` -- every worker's private state plus a copy of the shared block (model,
+  target, Adam, replay, counters), taken while all workers wait: the state is
+  restored exactly; with more than one worker the continuation is as
+  timing-dependent as any ``shared`` run.
+* ``actors`` -- no checkpoints yet: ``run_dir`` gets the result files only, and
+  ``checkpoint_every`` or ``resume`` is a ValueError.
+
 The checkpoint is a :func:`torch.save` file holding only tensors, numbers, strings,
 lists and dicts (NumPy arrays are stored as tensors), so it loads with
 ``torch.load(weights_only=True)``: opening a checkpoint runs no code from it.

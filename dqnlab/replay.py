@@ -132,6 +132,7 @@ class ReplayBuffer:
             if value.shape != (n, *shape):
                 raise ValueError(f"{name} must have shape {(n, *shape)}, got {value.shape}")
             _check_values(name, value)
+        self.added += n  # every transition offered counts, even those overwritten at once
         if n > self.capacity:  # only the newest `capacity` survive anyway
             batch = {k: v[-self.capacity:] for k, v in batch.items()}
             n = self.capacity
@@ -140,7 +141,6 @@ class ReplayBuffer:
             self.arrays[name][idx] = value
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
-        self.added += n
 
     def sample(self, batch_size: int) -> Minibatch:
         """Draw ``batch_size`` transitions uniformly, with replacement.

@@ -59,12 +59,15 @@ class RunResult:
         second: the data of the speed plot.
     status : str
         ``"completed"`` (budget reached), ``"stopped"`` (callback / Stop button),
-        ``"interrupted"`` (KeyboardInterrupt) or ``"failed"`` (the partial result
-        of a worker fault, on :class:`dqnlab.schemes.WorkerError`).
+        ``"interrupted"`` (Ctrl-C / KeyboardInterrupt) or ``"failed"`` (the partial
+        result of a worker fault or a divergence, on :class:`dqnlab.schemes.WorkerError`
+        / :class:`dqnlab.schemes.DivergedError`). The files a run directory gets while
+        the run goes on (periodic checkpoints) say ``"running"``.
     options : dict
         The scheme's keyword arguments (workers, sync schedule, ...).
     extra : dict
-        Scheme-specific measurements (per-worker time split, divergence, lag, ...).
+        Scheme-specific measurements (per-worker time split, divergence, lag, ...);
+        with a run directory, ``extra["checkpoint"]`` says what was written there.
     """
 
     scheme: str

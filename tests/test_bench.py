@@ -297,3 +297,11 @@ def test_a_failing_scheme_gives_a_failed_row_not_a_lost_run(monkeypatch):
     (row,) = res["sb3"][0]["schemes"]
     assert row["status"] == "failed" and row["window"] == "failed: worker 0 failed: boom"
     assert np.isnan(row["ratio"])
+
+
+def test_replay_ratio_check_of_parallel_rows():
+    serial = {"updates_per_1000_steps": 1000.0}
+    assert bench._same_replay_ratio({"updates_per_1000_steps": 1020.0, "window": "after warm-up"}, serial)
+    assert bench._same_replay_ratio({"updates_per_1000_steps": 501.0, "window": "after warm-up"}, serial) is False
+    assert bench._same_replay_ratio({"updates_per_1000_steps": 800.0, "window": "whole run"}, serial) is None
+    assert bench._same_replay_ratio({"updates_per_1000_steps": float("nan")}, serial) is None

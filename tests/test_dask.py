@@ -23,6 +23,9 @@ from dqnlab.schemes import cluster
 distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
 
+# Two clusters at once both want the scheduler's HTTP port 8787; the second takes another (on 127.0.0.1).
+pytestmark = pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
+
 
 @pytest.fixture
 def cfg() -> TrainConfig:
@@ -127,7 +130,24 @@ def test_joblib_dask_backend_chosen_by_the_user_is_used(cfg, dask_cluster):
     assert {w["pid"] for w in run.extra["per_worker"]} == pids
 
 
-def test_too_few_dask_workers_for_long_lived_tasks(cfg, dask_cluster):
+def test_too_few_dask_workers_for_long_lived_tasks(cfg, dask_cluster, monkeypatch):
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 0.5)  # how long dqnlab waits for workers to arrive
     address, _, _ = dask_cluster
     with pytest.raises(ValueError, match="runs all 3 workers at once"):
         dqnlab.train("actors", cfg, workers=3, progress=False, backend="dask", dask_scheduler=address)
+
+
+def test_sharded_on_a_worker_that_runs_tasks_as_threads_equals_loky(cfg):
+    # A plain `dask worker ADDR` runs several tasks at once as threads of one process;
+    # an in-process worker with two threads reproduces that without spawning anything.
+    import numpy as np
+
+    config = cfg.replace(total_env_steps=800, replay_ratio=4.0)
+    ref = dqnlab.train("sharded", config, workers=2, progress=False, backend="loky")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://",
+                                  host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR) as lc:
+        run = dqnlab.train("sharded", config, workers=2, progress=False, backend="dask",
+                           dask_scheduler=lc.scheduler_address)
+    assert run.updates == ref.updates > 0
+    for name in ref.weights:
+        np.testing.assert_array_equal(run.weights[name], ref.weights[name])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpointer, check_checkpoint_every, prepare_resume

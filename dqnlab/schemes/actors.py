@@ -7,7 +7,8 @@ al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933)
 * **Actors** (one long-lived worker task each) step ``n_envs`` boards at once with one
   batched forward pass of a recent copy of the online network, and send compact
   transitions (uint8 boards, uint8 actions, float32 rewards, done flags, legal-move
-  masks of the next boards: about 42 bytes each) to the learner every ~20 ms.
+  masks of the next boards: about 42 bytes each) to the learner every ~50 ms
+  (:data:`FLUSH_S`; sooner when throttled, so that one message stays within the slack).
 * **The learner is this (the parent) process.** It owns the replay buffer, the
   online and target networks and Adam, and trains *while* the actors act: between
   messages it takes updates, and every ``weights_every`` updates it sends every actor
@@ -192,8 +193,9 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     if min_replay_ratio is None:
         min_ratio = ratio / 2.0
     else:
-        if (not isinstance(min_replay_ratio, (int, float, np.integer, np.floating)) or isinstance(min_replay_ratio, bool)
-                or not math.isfinite(min_replay_ratio) or not 0 <= min_replay_ratio <= ratio):
+        number = isinstance(min_replay_ratio, (int, float, np.integer, np.floating)) and not isinstance(
+            min_replay_ratio, bool)
+        if not number or not math.isfinite(min_replay_ratio) or not 0 <= min_replay_ratio <= ratio:
             raise ValueError(f"min_replay_ratio must be a number in [0, replay_ratio] = [0, {ratio:g}], "
                              f"got {min_replay_ratio!r}")
         min_ratio = float(min_replay_ratio)
@@ -238,8 +240,9 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             learner.group = group
             drive_tasks(group, loop, learner.handle, learner.totals, "actors", lambda: result("failed"),
                         work=learner.work)
-        if loop.status == "running" and (loop.deadline is None or time.perf_counter() < loop.deadline):
-            learner.catch_up(loop.deadline)  # the actors spent the step budget: honour the floor
+        # The actors spent the step budget (not stopped by the user, not out of time): honour the floor.
+        if loop.status in ("running", "completed") and (loop.deadline is None or time.perf_counter() < loop.deadline):
+            learner.catch_up(loop.deadline)
     except KeyboardInterrupt:
         loop.interrupt()
     except FloatingPointError as e:  # the learner's TD loss was not finite: the update was not applied
@@ -534,9 +537,10 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
         t0 = time.perf_counter()
         transitions = None
         if chunk:
-            cols = list(zip(*chunk))
+            cols = list(zip(*chunk, strict=True))
             transitions = {name: np.concatenate(col) for name, col in
-                           zip(("boards", "actions", "rewards", "next_boards", "dones", "next_masks"), cols)}
+                           zip(("boards", "actions", "rewards", "next_boards", "dones", "next_masks"), cols,
+                               strict=True)}
         ch.send(kind, {"transitions": transitions, "version": st["version"], "finished": finished_in_chunk,
                        "rows": rows, "env_steps": st["env_steps"], "episodes": st["episodes"],
                        "timing": dict(timing), "weights_loads": st["loads"], "waits": st["waits"],

@@ -166,17 +166,20 @@ def _dask_client(address: str | None, workers: int) -> Iterator[Any]:
 
 
 def _check_slots(client: Any, workers: int, address: str | None) -> None:
-    """A scheme with long-lived workers needs all of them running at once."""
-    try:
-        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
-    except Exception as e:  # noqa: BLE001 - dask raises its own TimeoutError types
-        raise ValueError(f"the Dask cluster at {address or 'the local cluster'} has no worker "
-                         f"after {CONNECT_TIMEOUT_S:g} s ({type(e).__name__})") from e
-    threads = sum(client.nthreads().values())
+    """A scheme with long-lived workers needs all of them running at once: wait up to
+    :data:`CONNECT_TIMEOUT_S` for that many worker threads (workers may still be arriving)."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    threads = 0
+    while True:
+        threads = sum(client.nthreads().values())
+        if threads >= workers or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     if threads < workers:
-        raise ValueError(f"the Dask cluster at {address or 'the local cluster'} has {threads} worker thread(s); "
-                         f"this scheme runs all {workers} workers at once: start more, e.g. "
-                         f"'dask worker {address or 'ADDRESS'} --nworkers {workers} --nthreads 1'")
+        raise ValueError(f"the Dask cluster at {address or 'the local cluster'} has {threads} worker thread(s) "
+                         f"after {CONNECT_TIMEOUT_S:g} s; this scheme runs all {workers} workers at once: start more "
+                         f"(e.g. 'dask worker {address or 'ADDRESS'} --nworkers {workers} --nthreads 1'), or wait "
+                         f"for them first (client.wait_for_workers({workers}))")
 
 
 class DaskQueue:

@@ -31,6 +31,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -48,6 +49,7 @@ from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
 from .base import Learner, RunLoop, recent_score
+from .procwatch import DeathWatch, exit_from_pool_error
 
 __all__ = [
     "SYNC_SCHEDULES", "OPTIMIZERS", "WorkerError", "SyncSchedule",
@@ -546,7 +548,7 @@ def _task_main(fn: Callable[..., None], worker: int, workers: int, parent_pid: i
     try:
         with parent_handles_sigint(parent_pid):
             threads = pin_torch_threads(workers, parent_pid)
-            ch.send("hello", {"pid": os.getpid(), "torch_threads": threads})
+            ch.send("hello", {"pid": os.getpid(), "torch_threads": threads, "host": socket.gethostname()})
             fn(ch, **kwargs)
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
         try:
@@ -587,6 +589,8 @@ class TaskGroup:
         self.exited: set[int] = set()
         #: True while a checkpoint is being gathered (see :func:`drive_tasks`).
         self.checkpoint_pending = False
+        #: Notices which worker process dies first (to name it if the pool breaks).
+        self.watch = DeathWatch()
 
     def __enter__(self) -> "TaskGroup":
         from .cluster import task_transport
@@ -673,6 +677,7 @@ class TaskGroup:
             except Exception:
                 pass
             self.manager = None
+        self.watch.close()
 
 
 def _kill_loky_pool() -> None:
@@ -731,6 +736,8 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
                 kind, k, payload = msg
                 if kind == "hello":
                     group.pids[k] = payload["pid"]
+                    if payload.get("host") == socket.gethostname():  # a process of this machine
+                        group.watch.add(k, payload["pid"])
                 elif kind == "state":
                     if barrier is not None and payload["id"] == barrier["id"]:
                         barrier["states"][k] = payload["state"]
@@ -762,9 +769,7 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
                 missing = sorted(set(range(group.workers)) - group.exited)
                 cause = _describe(group.failure) if group.failure is not None else "the task ended silently"
                 if error is None:
-                    who = missing[0] if len(missing) == 1 else None
-                    error = (who, f"worker process died ({cause}); workers that did not finish: {missing}",
-                             group.failure_tb or cause)
+                    error = _death_error(group, missing, cause)
                 break
             if now > stop_deadline:
                 missing = sorted(set(range(group.workers)) - group.exited)
@@ -782,6 +787,21 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
     if error is not None:
         k, message, tb = error
         raise worker_error(scheme, k, message, tb, partial())
+
+
+def _death_error(group: TaskGroup, missing: list[int], cause: str) -> tuple[int | None, str, str]:
+    """``(worker, one-line message, details)`` for a worker process that died."""
+    first = group.watch.first
+    how = (first[2] if first is not None else None) or exit_from_pool_error(cause)
+    if first is not None and first[0] in missing:
+        who, what = first[0], f"its process (pid {first[1]}) died"
+    elif len(missing) == 1:
+        who, what = missing[0], "its process died"
+    else:
+        who, what = None, "a worker process died"
+    if how is None:
+        how = cause.splitlines()[0] if cause else "cause unknown"
+    return who, f"{what} ({how}); workers that did not finish: {missing}", group.failure_tb or cause
 
 
 def _checkpoint_barrier(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any], None],
@@ -811,18 +831,20 @@ def _checkpoint_barrier(group: TaskGroup, loop: RunLoop, handle: Callable[[str, 
 
 
 # ----------------------------------------------------------------------------- synchronous rounds
-_STEP_AGENT: dict[str, Any] = {}
+# One scratch agent per thread: a Dask worker runs concurrent tasks as threads of one process.
+_STEP_AGENT = threading.local()
 
 
 def _step_agent(config: TrainConfig, optimizer: str) -> DQNAgent:
-    """This process's scratch agent for :func:`train_step_task` (built once per config)."""
+    """This thread's scratch agent for :func:`train_step_task` (built once per config)."""
     key = (config, optimizer)
-    if _STEP_AGENT.get("key") != key:
+    cache = vars(_STEP_AGENT)  # this thread's
+    if cache.get("key") != key:
         agent = DQNAgent(config, seed=0)
         if optimizer == "sgd":
             agent.optimizer = torch.optim.SGD(agent.online.parameters(), lr=config.lr)
-        _STEP_AGENT.update(key=key, agent=agent)
-    return _STEP_AGENT["agent"]
+        cache.update(key=key, agent=agent)
+    return cache["agent"]
 
 
 def make_optimizer(agent: DQNAgent, optimizer: str) -> None:
@@ -951,7 +973,8 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
                                                            agent.updates, fault)
                            for i in range(k))
     except Exception as e:  # a dead process (TerminatedWorkerError) or a broken pool
-        raise _TaskFailed(None, f"worker process died: {_describe(e)}", traceback.format_exc()) from e
+        how = exit_from_pool_error(str(e)) or _describe(e).splitlines()[0]
+        raise _TaskFailed(None, f"a worker process died ({how})", traceback.format_exc()) from e
     t2 = time.perf_counter()
     for i, r in enumerate(results):
         if not r["ok"]:

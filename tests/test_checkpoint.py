@@ -1,0 +1,283 @@
+"""Run directories, checkpoints and resume; divergence; clean interruption; bad input.
+
+Budgets are in env steps, so a run and its resumed halves are deterministic: a
+resumed run is compared exactly with one that did not stop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import dqnlab
+from dqnlab import DQNAgent, TrainConfig
+from dqnlab.__main__ import main
+from dqnlab.checkpoint import CHECKPOINT_FILE, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
+from dqnlab.schemes import CHECKPOINT_SCHEMES, DivergedError, WorkerError
+
+GAME_COLUMNS = ["worker", "episode", "env_steps", "score", "moves", "max_tile", "epsilon", "loss"]
+
+
+@pytest.fixture
+def cfg() -> TrainConfig:
+    return TrainConfig(total_env_steps=2_000, n_envs=8, buffer_size=2_000, batch_size=32,
+                       learning_starts=200, replay_ratio=8.0, hidden=(32,), target_update=50,
+                       epsilon_decay_steps=1_000, seed=0)
+
+
+def _games(run) -> pd.DataFrame:
+    """The games of a run, in per-worker order (wall times differ between runs)."""
+    return run.episodes.sort_values(["worker", "episode"])[GAME_COLUMNS].reset_index(drop=True)
+
+
+def _assert_same_run(a, b) -> None:
+    assert len(a.episodes) > 3
+    pd.testing.assert_frame_equal(_games(a), _games(b))
+    assert (a.env_steps, a.updates) == (b.env_steps, b.updates)
+    assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
+
+
+def _assert_table_continues(run) -> None:
+    """Every worker's episodes are numbered 0..n-1 once each, and its env steps never go back."""
+    for _, games in run.episodes.groupby("worker"):
+        games = games.sort_values("episode")
+        assert games["episode"].tolist() == list(range(len(games)))
+        assert games["env_steps"].is_monotonic_increasing
+
+
+# ----------------------------------------------------------------------------- exact resume
+def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path):
+    whole = dqnlab.train("serial", cfg, progress=False)
+    first = dqnlab.train("serial", cfg.replace(total_env_steps=1_000), progress=False, run_dir=tmp_path)
+    ck = load_checkpoint(tmp_path)
+    # what a checkpoint holds
+    assert ck["version"] == CHECKPOINT_VERSION and ck["scheme"] == "serial" and ck["workers"] == 1
+    assert ck["env_steps"] == 1_000 and ck["status"] == "completed" and ck["config"] == first.config.to_dict()
+    learner = ck["state"]["learner"]
+    assert set(learner["agent"]) == {"online", "target", "optimizer", "updates", "rng"}
+    assert learner["agent"]["optimizer"]["state"]  # Adam moments
+    assert learner["buffer"]["size"] == 1_000 and learner["buffer"]["boards"].shape == (1_000, 4, 4)
+    assert set(learner["env"]) >= {"boards", "scores", "moves", "rng"}
+    assert len(ck["episodes"]["score"]) == len(first.episodes)
+    assert torch.equal(learner["agent"]["online"]["mlp.0.weight"], torch.from_numpy(first.weights["mlp.0.weight"]))
+    assert not list(tmp_path.glob("*.tmp"))
+
+    resumed = dqnlab.train("serial", cfg, progress=False, resume=tmp_path)
+    _assert_same_run(whole, resumed)
+    _assert_table_continues(resumed)
+    history = resumed.history
+    assert history["env_steps"].is_monotonic_increasing and history["wall_time_s"].is_monotonic_increasing
+    assert resumed.wall_time_s > first.wall_time_s and resumed.extra["checkpoint"]["resumed_from_env_steps"] == 1_000
+    on_disk = pd.read_csv(tmp_path / "episodes.csv")
+    assert len(on_disk) == len(whole.episodes) and not on_disk.duplicated(["worker", "episode"]).any()
+    assert load_checkpoint(tmp_path)["env_steps"] == 2_000
+
+
+@pytest.mark.parametrize("scheme,workers,options", [
+    ("independent", 2, {"sync": "periodic", "sync_every": 10}),  # learners in worker processes
+    ("averaged", 1, {}),  # the parent's learner, one in-process round per update
+    ("shared", 1, {}),  # the model and replay in shared memory
+])
+def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, workers, options):
+    config = cfg.replace(replay_ratio=4.0) if scheme == "averaged" else cfg
+    whole = dqnlab.train(scheme, config, workers=workers, progress=False, **options)
+    # checkpoint_every=0: also checkpoints while running (the workers' barrier)
+    dqnlab.train(scheme, config.replace(total_env_steps=1_000), workers=workers, progress=False,
+                 run_dir=tmp_path, checkpoint_every=0, **options)
+    resumed = dqnlab.train(scheme, config, progress=False, resume=tmp_path)  # workers, options: the checkpoint's
+    _assert_same_run(whole, resumed)
+    _assert_table_continues(resumed)
+    if scheme == "independent":  # the sync rounds continue too
+        assert [r["round"] for r in resumed.extra["divergence"]] == [r["round"] for r in whole.extra["divergence"]]
+
+
+def test_shared_two_workers_resume_continues_every_counter(cfg, tmp_path):
+    first = dqnlab.train("shared", cfg.replace(total_env_steps=1_200), workers=2, progress=False, run_dir=tmp_path,
+                         checkpoint_every=0)
+    ck = load_checkpoint(tmp_path)
+    assert ck["state"]["arrays"]["updates_total"][0] == first.extra["updates_counter"] == first.updates
+    resumed = dqnlab.train("shared", cfg.replace(total_env_steps=2_400), progress=False, resume=tmp_path)
+    assert resumed.status == "completed" and resumed.env_steps >= 2_400 and resumed.workers == 2
+    assert resumed.extra["updates_counter"] == resumed.updates > first.updates  # the shared counter went on
+    per = resumed.extra["per_worker"]
+    assert all(w["env_steps"] >= 1_200 for w in per)
+    _assert_table_continues(resumed)
+    before, after = _games(first), _games(resumed)
+    key = ["worker", "episode"]
+    kept = after[after.set_index(key).index.isin(before.set_index(key).index)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, before)  # the first session's games are kept as they were
+
+
+# ----------------------------------------------------------------------------- periodic, stop, interrupt
+def test_checkpoints_during_the_run_and_stop_keeps_a_resumable_run(cfg, tmp_path):
+    seen = []
+
+    def stop_on_third(snapshot):
+        path = tmp_path / CHECKPOINT_FILE
+        seen.append((snapshot.env_steps, load_checkpoint(tmp_path)["env_steps"] if path.exists() else None))
+        return len(seen) == 3
+
+    run = dqnlab.train("serial", cfg.replace(total_env_steps=10**7), progress=False, callback=stop_on_third,
+                       run_dir=tmp_path, checkpoint_every=0)
+    assert run.status == "stopped"
+    assert seen[0][1] is None and seen[2][1] in (seen[0][0], seen[1][0])  # written at an earlier report
+    ck = load_checkpoint(tmp_path)
+    assert ck["status"] == "stopped" and ck["env_steps"] == run.env_steps
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "stopped"
+    more = dqnlab.train("serial", cfg.replace(total_env_steps=run.env_steps + 400), progress=False, resume=tmp_path)
+    assert more.env_steps == run.env_steps + 400 and len(more.episodes) >= len(run.episodes)
+
+
+def test_ctrl_c_ends_the_run_cleanly_and_writes_the_final_checkpoint(cfg, tmp_path):
+    def ctrl_c(snapshot):
+        os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C: the run stops at its next check
+
+    run = dqnlab.train("serial", cfg.replace(total_env_steps=10**7), progress=False, callback=ctrl_c,
+                       run_dir=tmp_path)
+    assert run.status == "interrupted" and run.env_steps > 0
+    ck = load_checkpoint(tmp_path)
+    assert ck["status"] == "interrupted" and ck["env_steps"] == run.env_steps
+    assert len(pd.read_csv(tmp_path / "episodes.csv")) == len(run.episodes) == len(ck["episodes"]["score"])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+
+
+# ----------------------------------------------------------------------------- atomic writes
+def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    save_checkpoint(tmp_path, {"format": "dqnlab-checkpoint", "version": CHECKPOINT_VERSION, "x": np.arange(3)})
+    before = (tmp_path / CHECKPOINT_FILE).read_bytes()
+
+    def crash_midway(obj, f):
+        f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash_midway)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(tmp_path, {"format": "dqnlab-checkpoint", "version": CHECKPOINT_VERSION, "x": np.arange(9)})
+    assert (tmp_path / CHECKPOINT_FILE).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_FILE]  # no temporary file left
+    np.testing.assert_array_equal(load_checkpoint(tmp_path)["x"], np.arange(3))
+
+
+# ----------------------------------------------------------------------------- divergence
+def test_divergence_names_the_update_and_keeps_the_last_good_checkpoint(cfg, tmp_path, monkeypatch):
+    first = dqnlab.train("serial", cfg.replace(total_env_steps=1_000), progress=False, run_dir=tmp_path)
+    good = (tmp_path / CHECKPOINT_FILE).read_bytes()
+    bad_update = first.updates + 7
+    real_loss = DQNAgent.loss
+
+    def nan_from_update(self, batch, targets=None):
+        loss = real_loss(self, batch, targets)
+        return loss * math.nan if self.updates + 1 >= bad_update else loss
+
+    monkeypatch.setattr(DQNAgent, "loss", nan_from_update)
+    with pytest.raises(DivergedError) as info:
+        dqnlab.train("serial", cfg, progress=False, resume=tmp_path)
+    err = info.value
+    assert err.update == bad_update and f"at update {bad_update}" in str(err) and "diverged" in str(err)
+    assert isinstance(err, FloatingPointError) and isinstance(err, WorkerError)
+    assert err.partial.status == "failed" and err.partial.updates == bad_update - 1
+    assert all(np.isfinite(w).all() for w in err.partial.weights.values())  # the bad step was not applied
+    assert (tmp_path / CHECKPOINT_FILE).read_bytes() == good  # the last good checkpoint is kept
+    summary = json.loads((tmp_path / "summary.json").read_text())  # and what was gathered is saved
+    assert summary["status"] == "failed" and summary["env_steps"] == err.partial.env_steps > first.env_steps
+
+
+def test_real_divergence_in_a_worker_scheme(cfg):
+    exploding = cfg.replace(lr=1e12, loss="mse", max_grad_norm=None, encoding="raw", learning_starts=100)
+    with pytest.raises(DivergedError) as info:
+        dqnlab.train("averaged", exploding, workers=1, progress=False)
+    assert info.value.update is not None and info.value.update <= info.value.partial.updates + 1
+    assert "non-finite TD loss" in str(info.value) and info.value.partial.status == "failed"
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.fixture
+def small_run(cfg, tmp_path):
+    dqnlab.train("serial", cfg.replace(total_env_steps=400), progress=False, run_dir=tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_resume_rejects_what_it_cannot_continue(small_run, tmp_path, cfg):
+    cases = [
+        (dict(resume=tmp_path / "nowhere"), "is not a directory"),
+        (dict(resume=tmp_path), "not a dqnlab run directory"),
+        (dict(resume=small_run, scheme="independent"), "cannot be resumed as scheme 'independent'"),
+        (dict(resume=small_run, workers=2), "workers=2"),
+        (dict(resume=small_run, config=cfg.replace(lr=0.1)), "differs from the checkpoint's in ['lr']"),
+        (dict(resume=small_run), "already used its budget"),
+        (dict(resume=small_run, config=cfg.replace(total_env_steps=400)), "already used its budget"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(ValueError, match=re.escape(match)):
+            dqnlab.train(progress=False, **kwargs)
+    results_only = tmp_path / "results-only"
+    dqnlab.RunResult.load(small_run).save(results_only)
+    with pytest.raises(ValueError, match="without checkpoint.pt"):
+        dqnlab.train(resume=results_only, progress=False)
+    (small_run / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a readable dqnlab checkpoint"):
+        dqnlab.train(resume=small_run, progress=False)
+
+
+def test_resume_rejects_another_format_version_and_conflicting_options(small_run, tmp_path, cfg):
+    ck = load_checkpoint(small_run)
+    save_checkpoint(tmp_path / "old", {**ck, "version": CHECKPOINT_VERSION + 1})
+    with pytest.raises(ValueError, match=f"format version {CHECKPOINT_VERSION + 1}"):
+        dqnlab.train(resume=tmp_path / "old", progress=False)
+    save_checkpoint(tmp_path / "indep", {**ck, "scheme": "independent", "options": {"sync": "periodic"}})
+    with pytest.raises(ValueError, match="option.*sync='best' .saved 'periodic'"):
+        dqnlab.train(resume=tmp_path / "indep", config=cfg.replace(total_env_steps=10**6), sync="best",
+                     progress=False)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(checkpoint_every=-1.0, run_dir="x"), "checkpoint_every must be"),
+    (dict(checkpoint_every="often", run_dir="x"), "checkpoint_every must be"),
+    (dict(checkpoint_every=10.0), "needs a run directory"),
+    (dict(callback="print"), "callback must be callable"),
+    (dict(run_dir=3), "run_dir must be a path"),
+    (dict(scheme=None), "scheme must be one of"),
+])
+def test_train_rejects_bad_run_arguments(kwargs, match, cfg):
+    args = {"scheme": "serial", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        dqnlab.train(args.pop("scheme"), cfg, progress=False, **args)
+
+
+def test_schemes_without_checkpoints_say_so(cfg, tmp_path):
+    assert set(CHECKPOINT_SCHEMES) == {"serial", "independent", "shared", "sharded", "averaged"}
+    with pytest.raises(ValueError, match="'actors' does not write checkpoints"):
+        dqnlab.train("actors", cfg, progress=False, run_dir=tmp_path, checkpoint_every=60)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--resume", "{run}", "--env-steps", "10", "--seed", "3"], "--seed cannot be combined with --resume"),
+    (["--resume", "{run}", "--env-steps", "10", "--preset", "seed"], "--preset cannot be combined with --resume"),
+    (["--resume", "{run}", "--env-steps", "10", "--scheme", "shared"], "cannot be resumed as scheme 'shared'"),
+    (["--resume", "{run}", "--env-steps", "10", "--workers", "2"], "cannot be resumed with workers=2"),
+    (["--resume", "{run}"], "already used its budget"),
+    (["--resume", "{tmp}"], "not a dqnlab run directory"),
+    (["--scheme", "actors", "--env-steps", "10", "--checkpoint-every", "5"], "does not write checkpoints"),
+])
+def test_cli_resume_errors_are_one_line(small_run, tmp_path, capsys, argv, needle):
+    argv = [a.format(run=small_run, tmp=tmp_path) for a in argv]
+    code = main(["train", "--no-progress", "--eval-games", "0", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_resume_adds_env_steps_to_the_run(small_run, capsys):
+    code = main(["train", "--resume", str(small_run), "--env-steps", "240", "--eval-games", "0", "--no-progress"])
+    assert code == 0
+    summary = json.loads((small_run / "summary.json").read_text())
+    assert summary["env_steps"] == 640 and summary["status"] == "completed"
+    assert load_checkpoint(small_run)["env_steps"] == 640
+    assert "--resume" in capsys.readouterr().out  # tells how to continue

@@ -1,0 +1,160 @@
+"""Real processes: Ctrl-C of a parallel CLI run, and a worker process killed mid-run.
+
+Each test starts ``python -m dqnlab train`` in its own session (process group), acts
+on it from outside as a user or the OS would, and checks that the run ends quickly
+with its data saved and that no process of that session is left behind. Linux only
+(they read ``/proc``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dqnlab.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+TRAIN = ["train", "--workers", "2", "--env-steps", "10000000", "--n-envs", "8", "--batch-size", "32",
+         "--checkpoint-every", "0", "--eval-games", "0", "--no-progress"]
+
+
+def _session_processes(sid: int) -> list[int]:
+    """Live (not zombie) processes of session ``sid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition, timeout: float, proc: subprocess.Popen) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended early with exit status {proc.returncode}")
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting for the run")
+        time.sleep(0.2)
+
+
+class _Run:
+    """``python -m dqnlab ...`` in a new session; output to files; everything killed at the end."""
+
+    def __init__(self, tmp: Path, *args: str):
+        self.out_file, self.err_file = tmp / "stdout.txt", tmp / "stderr.txt"
+        (tmp / "tmp").mkdir()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp / "tmp")}
+        with open(self.out_file, "w") as out, open(self.err_file, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "dqnlab", *args], stdout=out, stderr=err, env=env,
+                                         start_new_session=True)
+
+    def finish(self, timeout: float) -> tuple[int, float]:
+        """Wait for the exit; returns (status, seconds waited)."""
+        t0 = time.monotonic()
+        code = self.proc.wait(timeout)
+        return code, time.monotonic() - t0
+
+    def left_behind(self, grace_s: float = 10.0) -> list[int]:
+        """Processes of the run's session still alive after ``grace_s`` seconds."""
+        end = time.monotonic() + grace_s
+        while (alive := _session_processes(self.proc.pid)) and time.monotonic() < end:
+            time.sleep(0.2)
+        return alive
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
+
+    @property
+    def stdout(self) -> str:
+        return self.out_file.read_text()
+
+    @property
+    def stderr(self) -> str:
+        return self.err_file.read_text()
+
+
+def _per_worker_numbering_is_whole(episodes: pd.DataFrame) -> bool:
+    return all(sorted(g["episode"]) == list(range(len(g))) for _, g in episodes.groupby("worker"))
+
+
+def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path):
+    out = tmp_path / "run"
+    run = _Run(tmp_path, *TRAIN, "--scheme", "independent", "--out", str(out))
+    try:
+        _wait_for(lambda: (out / "checkpoint.pt").exists(), 120, run.proc)
+        games_before = json.loads((out / "summary.json").read_text())["episodes"]
+        os.killpg(run.proc.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the whole process group
+        code, waited = run.finish(60)
+        assert code == 130, run.stderr
+        assert waited < 30  # "within seconds" (generous: the machine is shared)
+        assert "[interrupted]" in run.stdout and "Traceback" not in run.stderr
+        assert run.left_behind() == []
+    finally:
+        run.kill()
+    summary = json.loads((out / "summary.json").read_text())
+    ck = load_checkpoint(out)
+    episodes = pd.read_csv(out / "episodes.csv")
+    assert summary["status"] == ck["status"] == "interrupted"
+    assert ck["env_steps"] == summary["env_steps"] > 0
+    assert len(episodes) == len(ck["episodes"]["score"]) == summary["episodes"] >= games_before
+    assert _per_worker_numbering_is_whole(episodes) and set(episodes["worker"]) == {0, 1}
+
+
+def test_a_killed_worker_process_is_named_and_nothing_is_left(tmp_path):
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("needs /dev/shm to see the shared-memory block")
+    out = tmp_path / "run"
+    shm_before = set(os.listdir("/dev/shm"))
+    run = _Run(tmp_path, *TRAIN, "--scheme", "shared", "--out", str(out))
+    try:
+        def pids_known() -> bool:
+            try:
+                per = json.loads((out / "summary.json").read_text())["extra"]["per_worker"]
+            except (OSError, ValueError, KeyError):  # not written yet
+                return False
+            return (out / "checkpoint.pt").exists() and all(w.get("pid") for w in per)
+
+        _wait_for(pids_known, 120, run.proc)
+        summary = json.loads((out / "summary.json").read_text())
+        blocks = [n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith("psm_")]
+        assert blocks  # the run's shared-memory block and lock file exist while it runs
+        assert list((tmp_path / "tmp").glob("dqnlab-shared-*.lock"))
+        victim = summary["extra"]["per_worker"][1]["pid"]
+        os.kill(victim, signal.SIGKILL)  # as the OOM killer would
+        code, waited = run.finish(60)
+        assert code == 1 and waited < 30
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in run.stderr
+        assert "worker 1 failed" in lines[0] and f"pid {victim}" in lines[0] and "SIGKILL" in lines[0]
+        assert run.left_behind() == []
+    finally:
+        run.kill()
+    after = json.loads((out / "summary.json").read_text())
+    assert after["status"] == "failed" and after["env_steps"] >= summary["env_steps"]
+    episodes = pd.read_csv(out / "episodes.csv")
+    assert len(episodes) == after["episodes"] >= summary["episodes"]
+    assert "SIGKILL" in (out / "worker_error.txt").read_text()
+    assert load_checkpoint(out)["env_steps"] <= after["env_steps"]  # the last good checkpoint still loads
+    # the shared-memory block and the lock file are gone
+    assert not set(blocks) & set(os.listdir("/dev/shm"))
+    assert not list((tmp_path / "tmp").glob("dqnlab-shared-*"))
