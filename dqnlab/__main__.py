@@ -134,6 +134,8 @@ def _parser() -> argparse.ArgumentParser:
                                      "sharded,averaged)")
     b.add_argument("--workers", help="scaling: comma-separated worker counts (default 1,2)")
     b.add_argument("--seconds", type=_positive_float, help="scaling: seconds of each run (default 20)")
+    b.add_argument("--eval-games", type=_nonneg_int,
+                   help="scaling: greedy games played with each run's final weights (default 0 = none)")
     b.add_argument("--n-envs", dest="bench_n_envs", metavar="N,N,...",
                    help="acting: comma-separated boards stepped at once (default 1,8,64)")
     b.add_argument("--write", type=Path, metavar="PATH",
@@ -319,8 +321,9 @@ def _csv(text: str | None, default: str) -> list[str]:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import bench_env, bench_scaling, bench_update
 
-    if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds)):
-        raise ValueError("--schemes, --workers and --seconds apply only to 'bench scaling'")
+    if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
+                                                                args.eval_games)):
+        raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling'")
     if args.what != "acting" and args.bench_n_envs is not None:
         raise ValueError("--n-envs applies only to 'bench acting'")
     if args.what in ("peers", "learner"):
@@ -335,12 +338,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 raise ValueError(f"--workers must be comma-separated integers >= 1, got {args.workers!r}")
             workers.append(int(w))
         seconds = args.seconds if args.seconds is not None else 20.0
-        rows = bench_scaling(_csv(args.schemes, "serial,independent,shared,sharded,averaged"), workers, seconds)
+        rows = bench_scaling(_csv(args.schemes, "serial,independent,shared,sharded,averaged"), workers, seconds,
+                             eval_games=args.eval_games or 0)
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
             cols = ["scheme", "workers", "env_steps_per_s", "updates_per_s", "acting", "learning", "communication",
-                    "speedup_vs_serial"]
+                    "speedup_vs_serial"] + (["greedy_score_mean"] if args.eval_games else [])
             _print_table([{c: r[c] for c in cols} for r in rows])
             print(f"each row: one run of {seconds:g} s (default preset, learning_starts {rows[0]['learning_starts']:,} "
                   f"per learner); acting / learning / communication: fractions of the time split, summed over "

@@ -220,7 +220,7 @@ def _steady_rate(history: Any, column: str) -> float:
 
 def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "sharded", "averaged"),
                   workers: Sequence[int] = (1, 2), seconds: float = 20.0, config: TrainConfig | None = None,
-                  seed: int = 0) -> list[dict[str, Any]]:
+                  seed: int = 0, eval_games: int = 0) -> list[dict[str, Any]]:
     """Speed and time split of each scheme at each worker count, one timed run each.
 
     Every run trains for ``seconds`` of wall time (no step budget) with the same
@@ -242,6 +242,10 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
         Default: the ``default`` preset with ``learning_starts=2_000`` (per learner)
         and ``buffer_size=50_000``, so that learning starts early in a short run.
     seed : int
+    eval_games : int
+        If > 0, each run's final weights play this many greedy games (seed ``seed + 1``,
+        the same games for every run) and the row gets ``greedy_score_mean``: the
+        score after the same wall-clock budget.
 
     Returns
     -------
@@ -272,6 +276,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     import joblib
     import torch
 
+    from .evaluation import evaluate
     from .schemes import SCHEMES, train
 
     schemes, workers = list(schemes), list(workers)
@@ -309,6 +314,8 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
                 "parent_torch_threads": torch.get_num_threads(),
                 "worker_torch_threads": run.extra.get("torch_threads_per_worker"),
                 "options": run.options, "extra": extra,
+                "greedy_score_mean": (evaluate(run, games=eval_games, seed=seed + 1).summary()["score_mean"]
+                                      if eval_games > 0 else None),
             })
     serial = next((r["env_steps_per_s"] for r in rows if r["scheme"] == "serial"), None)
     for r in rows:

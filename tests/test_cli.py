@@ -69,3 +69,13 @@ def test_bench_functions_report_rows():
     res = bench_update(repeats=1, min_time=0.01, keras=False)
     assert {r["method"] for r in res["rows"]} == {"batched", "legacy_torch"}
     assert res["ratio"] > 0 and res["ratio_keras"] is None
+
+
+def test_bench_scaling_scores_each_run_on_the_same_games():
+    from dqnlab.bench import bench_scaling
+
+    (row,) = bench_scaling(["serial"], [1], seconds=0.5, eval_games=3)
+    assert row["scheme"] == "serial" and row["env_steps"] > 0
+    assert row["greedy_score_mean"] > 0
+    (plain,) = bench_scaling(["serial"], [1], seconds=0.5)
+    assert plain["greedy_score_mean"] is None
