@@ -188,7 +188,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     from . import evaluate, train
 
-    from .schemes import CHECKPOINT_SCHEMES, DivergedError, WorkerError
+    from .schemes import DivergedError, WorkerError
 
     if args.resume is not None:
         config = _resume_config(args)
@@ -198,7 +198,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     options = _scheme_options(args)
     out = args.out or args.resume or Path("runs") / f"{args.scheme}-{time.strftime('%Y%m%d-%H%M%S')}"
     every = args.checkpoint_every
-    if every is None and args.resume is None and args.scheme in CHECKPOINT_SCHEMES:
+    if every is None and args.resume is None:
         every = 300.0
     try:
         run = train(args.scheme, config, workers=args.workers, progress=not args.no_progress,

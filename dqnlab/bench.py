@@ -1025,7 +1025,8 @@ class PlainUpdate:
 
 
 def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds: int,
-                   min_time: float, clock: Callable[[], float] = time.perf_counter) -> list[dict[str, Any]]:
+                   min_time: float, clock: Callable[[], float] = time.perf_counter,
+                   buffer: ReplayBuffer | None = None) -> list[dict[str, Any]]:
     """Before/after seconds of each part of the update that was changed (interleaved pairs)."""
     import torch
     from torch.nn import functional as F
@@ -1064,6 +1065,14 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
         (f"encode {n} boards: " + ("F.one_hot -> scatter" if c.encoding == "onehot" else "exp2 -> table lookup"),
          lambda: plain.encode(boards), lambda: agent.online.encode(boards)),
     ]
+    if buffer is not None:
+        def fancy_index() -> Minibatch:  # ReplayBuffer.sample as first written
+            idx = buffer.rng.integers(0, buffer.size, size=n)
+            a = buffer.arrays
+            return Minibatch(a["boards"][idx], a["actions"][idx].astype(np.int64), a["rewards"][idx],
+                             a["next_boards"][idx], a["dones"][idx], a["next_masks"][idx])
+        pairs.append((f"replay sample of {n} from {buffer.size:,}: fancy indexing -> ndarray.take", fancy_index,
+                      lambda: buffer.sample(n)))
     for rows in sorted({1, 32, n}):
         b = torch.from_numpy(np.ascontiguousarray(np.resize(batch.boards, (rows, 4, 4))))
 
@@ -1216,7 +1225,7 @@ def bench_learner(presets: Sequence[str] = ("default", "seed"), threads: int | N
             out["presets"].append({
                 "preset": preset, "batch_size": config.batch_size, "flops": flops, "matmul_gflops": peak,
                 "rows": rows, "compile_s": compile_s,
-                "parts": _learner_parts(agent, plain, batch, rounds, min_time / 2, clock) if parts else [],
+                "parts": _learner_parts(agent, plain, batch, rounds, min_time / 2, clock, buffer) if parts else [],
             })
             if parts:
                 steps = config.learning_starts + math.ceil(trained_updates / config.updates_per_env_step)
@@ -1350,7 +1359,7 @@ def learner_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench
                            "speedup": "{:.2f}x"}), ""]
         if p["compile_s"] is not None:
             out += [f"`torch.compile` (inductor) took {p['compile_s']:.0f} s of wall-clock time to compile (the "
-                    "first two updates).", ""]
+                    "first two updates; PyTorch's compile cache from earlier runs on the machine shortens it).", ""]
         if p["parts"]:
             out += ["Each change, before -> after (interleaved pairs, µs per call):", "",
                     _md_table(p["parts"], {"part": "part", "before_us": "before µs", "after_us": "after µs",

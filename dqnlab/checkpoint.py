@@ -34,8 +34,10 @@ What each scheme saves, and how exactly it resumes:
   target, Adam, replay, counters), taken while all workers wait: the state is
   restored exactly; with more than one worker the continuation is as
   timing-dependent as any ``shared`` run.
-* ``actors`` -- no checkpoints yet: ``run_dir`` gets the result files only, and
-  ``checkpoint_every`` or ``resume`` is a ValueError.
+* ``actors`` -- the learner (buffer, agent, counters) and every actor's state (boards,
+  random streams, weights version), gathered as one consistent cut while the learner
+  pauses: restored exactly; the continuation is exact with ``lockstep=True`` and as
+  timing-dependent as any overlapped run otherwise.
 
 The checkpoint is a :func:`torch.save` file holding only tensors, numbers, strings,
 lists and dicts (NumPy arrays are stored as tensors), so it loads with

@@ -6,10 +6,12 @@ resumed run is compared exactly with one that did not stop.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
 import re
+import shutil
 import signal
 
 import numpy as np
@@ -21,7 +23,7 @@ import dqnlab
 from dqnlab import DQNAgent, TrainConfig
 from dqnlab.__main__ import main
 from dqnlab.checkpoint import CHECKPOINT_FILE, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
-from dqnlab.schemes import CHECKPOINT_SCHEMES, DivergedError, WorkerError
+from dqnlab.schemes import SCHEMES, DivergedError, WorkerError
 
 GAME_COLUMNS = ["worker", "episode", "env_steps", "score", "moves", "max_tile", "epsilon", "loss"]
 
@@ -114,6 +116,69 @@ def test_shared_two_workers_resume_continues_every_counter(cfg, tmp_path):
     key = ["worker", "episode"]
     kept = after[after.set_index(key).index.isin(before.set_index(key).index)].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, before)  # the first session's games are kept as they were
+
+
+def _copy_first_checkpoint_then_stop(run_dir, to):
+    """A callback: once ``run_dir`` has a checkpoint written while running, copy it to ``to`` and stop the run."""
+    def callback(snapshot):
+        if (run_dir / CHECKPOINT_FILE).exists():
+            to.mkdir(exist_ok=True)
+            shutil.copy(run_dir / CHECKPOINT_FILE, to / CHECKPOINT_FILE)
+            return True
+    return callback
+
+
+def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path):
+    config = cfg.replace(total_env_steps=5_000, max_moves=60)
+    options = dict(workers=1, progress=False, lockstep=True, learner_threads=torch.get_num_threads())
+    whole = dqnlab.train("actors", config, **options)
+    run_dir, mid = tmp_path / "run", tmp_path / "mid"
+    first = dqnlab.train("actors", config, run_dir=run_dir, checkpoint_every=0,
+                         callback=_copy_first_checkpoint_then_stop(run_dir, mid), **options)
+    ck = load_checkpoint(mid)
+    assert ck["scheme"] == "actors" and ck["status"] == "running" and 0 < ck["env_steps"] < first.env_steps
+    assert first.status == "stopped" and load_checkpoint(run_dir)["env_steps"] == first.env_steps
+    # from the checkpoint written mid-run (the actor's state taken at the barrier), and from the final one (Stop)
+    for d in (mid, run_dir):
+        resumed = dqnlab.train(resume=d, progress=False, learner_threads=torch.get_num_threads())
+        _assert_same_run(whole, resumed)
+        _assert_table_continues(resumed)
+        assert resumed.extra["param_lag"]["max"] == 0  # every step still acted with the learner's current weights
+
+
+def test_actors_two_workers_resume_a_mid_run_checkpoint(cfg, tmp_path):
+    config = cfg.replace(total_env_steps=10**7, max_moves=60)
+    run_dir, mid = tmp_path / "run", tmp_path / "mid"
+    first = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10, run_dir=run_dir,
+                         checkpoint_every=0, callback=_copy_first_checkpoint_then_stop(run_dir, mid))
+    assert first.status == "stopped"
+    ck = load_checkpoint(mid)
+    assert ck["status"] == "running" and ck["workers"] == 2
+    learner, actors = ck["state"]["learner"], ck["state"]["actors"]
+    # one cut: the learner holds every transition the actors took, and every game they finished
+    assert learner["steps"] == [a["st"]["env_steps"] for a in actors]
+    assert sum(learner["steps"]) == learner["env_steps"] == ck["env_steps"] > 0
+    assert learner["buffer"]["added"] == ck["env_steps"]
+    assert learner["buffer"]["size"] == min(ck["env_steps"], config.buffer_size)
+    rows = pd.DataFrame(ck["episodes"])
+    assert [int((rows["worker"] == k).sum()) for k in range(2)] == [a["st"]["episodes"] for a in actors]
+
+    more = 2_000
+    resumed = dqnlab.train(config=config.replace(total_env_steps=ck["env_steps"] + more), resume=mid,
+                           progress=False)
+    assert resumed.status == "completed" and resumed.env_steps >= ck["env_steps"] + more
+    assert resumed.updates > learner["agent"]["updates"]
+    assert all(w["env_steps"] > n for w, n in zip(resumed.extra["per_worker"], learner["steps"], strict=True))
+    _assert_table_continues(resumed)
+    saved = rows.sort_values(["worker", "episode"])[GAME_COLUMNS].reset_index(drop=True)
+    kept = _games(resumed).merge(saved[["worker", "episode"]], on=["worker", "episode"])
+    pd.testing.assert_frame_equal(kept, saved, check_dtype=False)  # the checkpoint's games, as they were
+    assert resumed.history["env_steps"].is_monotonic_increasing
+    # the buffer's counters went on from the restored ones (not from zero)
+    buffer = load_checkpoint(mid)["state"]["learner"]["buffer"]
+    assert buffer["added"] == resumed.env_steps and buffer["size"] == min(resumed.env_steps, config.buffer_size)
+    on_disk = pd.read_csv(mid / "episodes.csv")
+    assert len(on_disk) == len(resumed.episodes) and not on_disk.duplicated(["worker", "episode"]).any()
 
 
 # ----------------------------------------------------------------------------- periodic, stop, interrupt
@@ -252,10 +317,9 @@ def test_train_rejects_bad_run_arguments(kwargs, match, cfg):
         dqnlab.train(args.pop("scheme"), cfg, progress=False, **args)
 
 
-def test_schemes_without_checkpoints_say_so(cfg, tmp_path):
-    assert set(CHECKPOINT_SCHEMES) == {"serial", "independent", "shared", "sharded", "averaged"}
-    with pytest.raises(ValueError, match="'actors' does not write checkpoints"):
-        dqnlab.train("actors", cfg, progress=False, run_dir=tmp_path, checkpoint_every=60)
+def test_every_scheme_checkpoints():
+    # train() hands every scheme its checkpointer
+    assert all("_checkpoint" in inspect.signature(fn).parameters for fn in SCHEMES.values())
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -265,7 +329,6 @@ def test_schemes_without_checkpoints_say_so(cfg, tmp_path):
     (["--resume", "{run}", "--env-steps", "10", "--workers", "2"], "cannot be resumed with workers=2"),
     (["--resume", "{run}"], "already used its budget"),
     (["--resume", "{tmp}"], "not a dqnlab run directory"),
-    (["--scheme", "actors", "--env-steps", "10", "--checkpoint-every", "5"], "does not write checkpoints"),
 ])
 def test_cli_resume_errors_are_one_line(small_run, tmp_path, capsys, argv, needle):
     argv = [a.format(run=small_run, tmp=tmp_path) for a in argv]

@@ -18,8 +18,7 @@ from .base import deferred_interrupt
 from .cluster import BACKENDS, CLUSTER_SCHEMES, backend_context
 from .parallel import DivergedError, WorkerError
 
-__all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES",
-           "CHECKPOINT_SCHEMES"]
+__all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES"]
 
 #: Scheme name -> run function.
 SCHEMES: dict[str, Callable[..., RunResult]] = {
@@ -30,9 +29,6 @@ SCHEMES: dict[str, Callable[..., RunResult]] = {
     "averaged": averaged.run,
     "actors": actors.run,
 }
-
-#: Schemes that write checkpoints and can resume (their run function takes ``_checkpoint``).
-CHECKPOINT_SCHEMES = tuple(name for name, fn in SCHEMES.items() if "_checkpoint" in inspect.signature(fn).parameters)
 
 
 def train(scheme: str | None = None, config: TrainConfig | None = None, *, workers: int | None = None,
@@ -68,8 +64,7 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         ``"tcp://10.0.0.5:8786"``. Without it, a ``LocalCluster`` of ``workers``
         one-thread processes on 127.0.0.1 is started for the run and closed after it.
     run_dir : path, optional
-        Run directory: ``checkpoint.pt`` (for the schemes in
-        :data:`CHECKPOINT_SCHEMES`), ``summary.json``, ``episodes.csv``,
+        Run directory: ``checkpoint.pt``, ``summary.json``, ``episodes.csv``,
         ``history.csv`` and ``weights.npz`` are written there at the end of the run
         (budget spent, Stop, Ctrl-C; after a worker fault or a divergence the result
         files, keeping the last good checkpoint) and every ``checkpoint_every``
@@ -143,14 +138,10 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
                          f"it takes {sorted(accepted) or 'none'}")
     checkpointer = None
     if run_dir is not None:
-        if scheme not in CHECKPOINT_SCHEMES and (resumed is not None or checkpoint_every is not None):
-            raise ValueError(f"scheme {scheme!r} does not write checkpoints, so it cannot checkpoint_every or "
-                             f"resume; schemes that do: {list(CHECKPOINT_SCHEMES)}")
         if checkpoint_every is None and resumed is not None:  # a resumed run keeps its period
             checkpoint_every = resumed.get("checkpoint_every_s")
         checkpointer = Checkpointer(run_dir, checkpoint_every, scheme, workers, resumed)
-        if scheme in CHECKPOINT_SCHEMES:
-            options["_checkpoint"] = checkpointer
+        options["_checkpoint"] = checkpointer  # every scheme's run takes it
     try:
         with deferred_interrupt(), backend_context(scheme, backend, dask_scheduler, workers):
             result = run(config, workers=workers, progress=progress, callback=callback, **options)

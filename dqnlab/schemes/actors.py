@@ -53,10 +53,25 @@ same updates, same weights); the test suite checks it.
 The **parameter lag** of a transition is the number of learner updates between the
 weights the actor used and the learner's weights when the transition reaches the
 buffer; ``extra["param_lag"]`` summarises it over all transitions.
+
+**Checkpoints** (``dqnlab.train(..., run_dir=...)``) are one consistent cut of the
+run. The learner asks every actor for its state and, until all have answered, takes
+no updates and sends no orders; each actor first sends the transitions it holds, then
+its state (games in progress, exploration stream, current weights and their version,
+counters, timing), and waits for the learner to write the checkpoint. An actor's
+messages arrive in order, so the learner has stored every transition of the cut when
+the last state comes in. The checkpoint holds the learner (networks, Adam, replay
+buffer, replay-ratio credit, throttle, parameter-lag counts, timing) and every actor;
+the final one is written when every actor has sent its final state with its ``done``.
+A resumed run restores all of it exactly. With ``lockstep=True`` the continuation is
+exact too (one actor: the same games, updates and weights as a run that did not
+stop); without it, how the actors' steps interleave with the learner's updates
+depends on timing, so the continuation is as timing-dependent as any ``actors`` run.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import queue
@@ -71,6 +86,7 @@ import pandas as pd
 import torch
 
 from ..agent import DQNAgent, epsilon_at, transform_rewards
+from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..env import VecGame2048, legal_actions_batch
 from ..replay import ReplayBuffer
@@ -126,7 +142,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None, weights_every: int = 50,
         min_replay_ratio: float | None = None, actor_epsilon: str | Sequence[float] = "schedule",
         lockstep: bool = False, learner_threads: int | None = None,
-        _fault: dict[str, Any] | None = None) -> RunResult:
+        _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one learner (this process) on the transitions of ``workers`` parallel actors.
 
     Parameters
@@ -186,6 +202,17 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         If an actor fails; ``err.partial`` holds every game gathered until then.
     DivergedError
         If the learner's TD loss is NaN or infinite (``partial``: the run until then).
+
+    Notes
+    -----
+    Checkpoints (``dqnlab.train(..., run_dir=...)``) are one consistent cut: the
+    learner pauses its updates and orders while every actor sends its last
+    transitions and then its state, and waits until the checkpoint is written. A
+    resumed run restores the learner (networks, Adam, replay buffer, credit,
+    throttle, lag counts, timing) and every actor (games, exploration stream,
+    weights and version, counters) exactly. With ``lockstep=True`` the continuation
+    is exact as well (with one actor: the same games and weights as a run that did
+    not stop); otherwise it depends on timing, as every ``actors`` run does.
     """
     check_int("weights_every", weights_every)
     check_bool("lockstep", lockstep)
@@ -213,6 +240,11 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
                "lockstep": lockstep}
     threads = learner_threads or (None if remote else max(1, joblib.cpu_count() - workers))
     learner = _Learner(config, workers, weights_every, min_ratio, lockstep)
+    resumed = _checkpoint.state if _checkpoint is not None else None
+    if resumed is not None:
+        if len(resumed["actors"]) != workers:
+            raise ValueError(f"checkpoint of {len(resumed['actors'])} actors, not {workers}")
+        learner.load_state_dict(resumed["learner"], resumed["actors"])
     budgets = split_budget(config.total_env_steps, workers)
     loop: RunLoop
     group: TaskGroup | None = None
@@ -220,7 +252,10 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     def result(status: str | None = None) -> RunResult:
         return learner.result(loop, options, status, group, remote)
 
-    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result)
+    def checkpoint(states: dict[int, Any]) -> None:
+        loop.write_checkpoint(learner.checkpoint(states))
+
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     learner.t0 = loop.t0
     t0_wall = time.time() - (time.perf_counter() - loop.t0)
     init = learner.agent.get_weights()
@@ -229,7 +264,9 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     chunk = MAX_CHUNK if min_ratio <= 0 else int(SLACK_UPDATES * config.batch_size / min_ratio / (2 * workers))
     chunk = max(config.n_envs, min(MAX_CHUNK, chunk))
     kwargs = [dict(config=config, worker=k, workers=workers, budget=budgets[k], t0_wall=t0_wall, weights=init,
-                   epsilon=epsilons[k], lockstep=lockstep, max_chunk=chunk, parent_pid=os.getpid(), fault=_fault)
+                   epsilon=epsilons[k], lockstep=lockstep, max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
+                   checkpointing=_checkpoint is not None, paused=learner.paused,
+                   resume=None if resumed is None else resumed["actors"][k])
               for k in range(workers)]
     before = torch.get_num_threads()
     try:
@@ -238,8 +275,10 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         learner.threads = torch.get_num_threads()
         with TaskGroup(_actor_task, kwargs) as group:
             learner.group = group
+            if resumed is not None:  # lockstep actors that were waiting for the learner's reply get it
+                learner.answer(sorted(k for k, a in enumerate(resumed["actors"]) if a["awaiting"]))
             drive_tasks(group, loop, learner.handle, learner.totals, "actors", lambda: result("failed"),
-                        work=learner.work)
+                        work=learner.work, checkpoint=checkpoint if _checkpoint is not None else None)
         # The actors spent the step budget (not stopped by the user, not out of time): honour the floor.
         if loop.status in ("running", "completed") and (loop.deadline is None or time.perf_counter() < loop.deadline):
             learner.catch_up(loop.deadline)
@@ -251,6 +290,9 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     finally:
         torch.set_num_threads(before)
         loop.close()
+    # Every actor sent its final state (and the learner is not half-way through an update): the final checkpoint.
+    if _checkpoint is not None and len(learner.final_states) == workers and not loop.abrupt:
+        loop.write_checkpoint(learner.checkpoint({}))
     return result()
 
 
@@ -301,6 +343,8 @@ class _Learner:
         self.actors: list[dict[str, Any]] = [{} for _ in range(workers)]
         self.exited: set[int] = set()
         self.upe = config.updates_per_env_step
+        self.final_states: dict[int, Any] = {}  # actors' states sent with their "done" (checkpoints)
+        self.owe_reply: set[int] = set()  # lockstep actors whose data came while a checkpoint was gathered
 
     @property
     def updates(self) -> int:
@@ -315,13 +359,37 @@ class _Learner:
             t0 = time.perf_counter()
             self._store(k, payload)
             self.timing["receiving"] += time.perf_counter() - t0
+            if kind == "done" and payload.get("state") is not None:
+                self.final_states[k] = payload["state"]
             if kind == "data" and self.lockstep:
-                self._learn(self.owed())
-                self._send_weights([k])
-            elif kind == "data":
+                if self._frozen:
+                    self.owe_reply.add(k)  # answered once the checkpoint is written
+                else:
+                    self.answer([k])
+            elif kind == "data" and not self._frozen:
+                self._throttle()
+        elif kind == "checkpoint_end":  # what was held back while the checkpoint was gathered
+            if self.lockstep:
+                self.answer(sorted(self.owe_reply - self.exited))
+                self.owe_reply.clear()
+            else:
                 self._throttle()
         elif kind == "exit":
             self.exited.add(k)
+
+    @property
+    def _frozen(self) -> bool:
+        """While a checkpoint is gathered the learner takes no updates and sends no orders,
+        so that the actors' states and its own are one cut (nothing in flight)."""
+        return self.group is not None and self.group.checkpoint_pending
+
+    def answer(self, actors: list[int]) -> None:
+        """Lockstep: do the updates owed, then send each of ``actors`` the weights it waits for."""
+        if not actors:
+            return
+        self._learn(self.owed())
+        for k in actors:
+            self._send_weights([k])
 
     def _store(self, k: int, p: dict[str, Any]) -> None:
         self.actors[k] = {key: p[key] for key in ("env_steps", "episodes", "timing", "weights_loads", "waits",
@@ -360,7 +428,7 @@ class _Learner:
     def work(self) -> bool:
         """Updates for up to :data:`LEARN_SLICE_S` seconds; True if more are owed now."""
         owed = self.owed()
-        if self.lockstep or owed < 1:
+        if self.lockstep or owed < 1 or self._frozen:
             return False
         done = self._learn(owed, LEARN_SLICE_S)
         self._throttle()
@@ -422,6 +490,50 @@ class _Learner:
             if k not in self.exited:
                 self.group.send(k, ("pause" if self.paused else "go",))
         self.timing["sending_weights"] += time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The learner's part of a checkpoint (copies)."""
+        lag = sorted(self.lag)
+        return {"agent": copy.deepcopy(self.agent.state_dict()), "buffer": self.buffer.state_dict(),
+                "env_steps": self.env_steps, "steps": list(self.steps), "rows": [dict(r) for r in self.rows],
+                "credit": self.credit, "started_at": self.started_at, "first_data_s": self.first_data_s,
+                "last_loss": self.last_loss, "lag": {"values": [int(v) for v in lag],
+                                                     "counts": [int(self.lag[v]) for v in lag]},
+                "timing": dict(self.timing), "weights_sent": self.weights_sent, "broadcast_at": self.broadcast_at,
+                "version_sent": list(self.version_sent), "paused": self.paused, "pauses": self.pauses,
+                "catch_up_s": self.catch_up_s, "actors": [dict(a) for a in self.actors]}
+
+    def load_state_dict(self, state: dict[str, Any], actors: list[dict[str, Any]]) -> None:
+        """Restore :meth:`state_dict` output, with the ``actors``' states of the same checkpoint."""
+        if len(state["steps"]) != self.workers:
+            raise ValueError(f"learner state of {len(state['steps'])} actors, not {self.workers}")
+        self.agent.load_state_dict(state["agent"])
+        self.buffer.load_state_dict(state["buffer"])
+        self.env_steps, self.steps = int(state["env_steps"]), [int(n) for n in state["steps"]]
+        self.rows = [dict(r) for r in state["rows"]]
+        self.credit = float(state["credit"])
+        self.started_at = None if state["started_at"] is None else int(state["started_at"])
+        self.first_data_s = None if state["first_data_s"] is None else float(state["first_data_s"])
+        self.last_loss = float(state["last_loss"])
+        self.lag = Counter(dict(zip((int(v) for v in state["lag"]["values"]),
+                                    (int(c) for c in state["lag"]["counts"]), strict=True)))
+        self.timing = {k: float(v) for k, v in state["timing"].items()}
+        self.weights_sent, self.broadcast_at = int(state["weights_sent"]), int(state["broadcast_at"])
+        # Each actor holds the weights its own state says (an order in flight at the end of a run was lost).
+        self.version_sent = [int(a["st"]["version"]) for a in actors]
+        self.paused, self.pauses = bool(state["paused"]), int(state["pauses"])
+        self.catch_up_s = float(state["catch_up_s"])
+        self.actors = [dict(a) for a in state["actors"]]
+
+    def checkpoint(self, states: dict[int, Any]) -> dict[str, Any]:
+        """The scheme's checkpoint state: the learner's and every actor's (actors that have
+        exited contribute the final state they sent with ``done``)."""
+        states = {**self.final_states, **states}
+        missing = sorted(set(range(self.workers)) - set(states))
+        if missing:  # cannot happen while drive_tasks gathers the states; never write a partial cut
+            raise RuntimeError(f"checkpoint without the state of actors {missing}")
+        return {"learner": self.state_dict(), "actors": [states[k] for k in range(self.workers)]}
 
     # ------------------------------------------------------------------ result
     def result(self, loop: RunLoop, options: dict[str, Any], status: str | None, group: TaskGroup | None,
@@ -487,7 +599,8 @@ def _lag_summary(lag: Counter) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- the actor (a worker task)
 def _orders(ch: Channel) -> list[tuple]:
-    """Every order waiting for this actor, without blocking (a stop sets ``ch.stopped``)."""
+    """Every order waiting for this actor, in order, without blocking: weights, pause / go,
+    and checkpoint requests ``("checkpoint", n)`` (a stop sets ``ch.stopped`` instead)."""
     out = []
     while True:
         try:
@@ -502,12 +615,18 @@ def _orders(ch: Channel) -> list[tuple]:
 
 def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, budget: int | None, t0_wall: float,
                 weights: dict[str, np.ndarray], epsilon: float | None, lockstep: bool, max_chunk: int,
-                parent_pid: int, fault: dict[str, Any] | None) -> None:
+                parent_pid: int, fault: dict[str, Any] | None, checkpointing: bool = False, paused: bool = False,
+                resume: dict[str, Any] | None = None) -> None:
     """One actor, in a worker task, for the whole run (see the module docstring).
 
     Sends ``data`` messages (transitions since the last one, the weights version
     they were acted with, finished games, counters and timing) and a final ``done``.
     On an exception it first sends what it gathered, then re-raises.
+
+    With ``checkpointing``, it answers the learner's checkpoint requests: it sends
+    the transitions it holds, then ``state`` (see the module docstring), and waits
+    for ``checkpointed`` (or stop); its final state goes with ``done``. ``resume`` is
+    such a state to continue from; ``paused`` is the learner's throttle then.
     """
     if os.getpid() != parent_pid and torch.get_num_threads() != 1:
         torch.set_num_threads(1)  # a batched forward pass of n_envs boards: one thread is plenty
@@ -517,22 +636,46 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
     env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
                       invalid_move_reward=config.invalid_move_reward)
     agent = DQNAgent(config, seed=agent_seed)  # its rng explores; its weights come from the learner
-    agent.set_weights(weights)
-    boards = env.reset()  # as the serial learner does (the constructor's boards are not used)
-    masks = legal_actions_batch(boards)
     st = {"version": 0, "paused": False, "env_steps": 0, "episodes": 0, "loads": 0, "waits": 0}
     timing = {"acting": 0.0, "sending": 0.0, "receiving": 0.0, "waiting": 0.0, "weights": 0.0}
+    awaiting = False  # lockstep: data sent, waiting for the learner's weights
+    if resume is None:
+        agent.set_weights(weights)
+        boards = env.reset()  # as the serial learner does (the constructor's boards are not used)
+        masks = legal_actions_batch(boards)
+    else:
+        if resume["worker"] != worker:
+            raise ValueError(f"actor state is actor {resume['worker']}'s, not actor {worker}'s")
+        env.load_state_dict(resume["env"])
+        agent.rng.bit_generator.state = resume["rng"]
+        agent.set_weights(resume["weights"])
+        boards, masks = np.array(resume["boards"], np.uint8), np.array(resume["masks"], bool)
+        st.update({key: int(resume["st"][key]) for key in ("version", "env_steps", "episodes", "loads", "waits")})
+        timing.update({key: float(v) for key, v in resume["timing"].items()})
+        awaiting = bool(resume["awaiting"])
+        st["paused"] = paused  # the learner's throttle is what counts (an order in flight at the end was lost)
     chunk: list[tuple] = []
     rows: list[dict[str, Any]] = []
     finished_in_chunk = 0
-    last_flush = last_orders = time.perf_counter()
+    last_flush = time.perf_counter()
+    # Read orders before the first step: a resumed learner may have trained (and sent weights) while this started.
+    last_orders = last_flush - ORDERS_S
+
+    def state() -> dict[str, Any]:
+        """This actor's checkpoint state (called between steps, with nothing left to send)."""
+        return {"worker": worker, "env": env.state_dict(), "rng": agent.rng.bit_generator.state,
+                "weights": agent.get_weights(), "boards": boards.copy(), "masks": masks.copy(), "st": dict(st),
+                "timing": dict(timing), "awaiting": awaiting}
+
+    if checkpointing:
+        ch.state = state  # Channel.wait answers a request that comes while this actor waits
 
     def current_epsilon() -> float:
         if epsilon is not None:
             return epsilon
         return epsilon_at(config, st["env_steps"] * workers, st["version"])
 
-    def flush(kind: str = "data") -> None:
+    def flush(kind: str = "data", **more: Any) -> None:
         nonlocal chunk, rows, finished_in_chunk, last_flush
         t0 = time.perf_counter()
         transitions = None
@@ -544,13 +687,24 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
         ch.send(kind, {"transitions": transitions, "version": st["version"], "finished": finished_in_chunk,
                        "rows": rows, "env_steps": st["env_steps"], "episodes": st["episodes"],
                        "timing": dict(timing), "weights_loads": st["loads"], "waits": st["waits"],
-                       "epsilon": epsilon})
+                       "epsilon": epsilon, **more})
         chunk, rows, finished_in_chunk = [], [], 0
         last_flush = time.perf_counter()
         timing["sending"] += last_flush - t0
 
     def apply(orders: list[tuple]) -> None:
+        """Carry out ``orders`` in the order they came (a checkpoint sees the ones before it)."""
         newest = None
+
+        def load() -> None:
+            nonlocal newest
+            if newest is not None:
+                t0 = time.perf_counter()
+                agent.set_weights(newest)
+                st["loads"] += 1
+                timing["weights"] += time.perf_counter() - t0
+                newest = None
+
         for msg in orders:
             if msg[0] == "weights":
                 if msg[1]["weights"] is not None:
@@ -558,11 +712,30 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
                 st["version"] = msg[1]["version"]
             elif msg[0] in ("pause", "go"):
                 st["paused"] = msg[0] == "pause"
-        if newest is not None:
-            t0 = time.perf_counter()
-            agent.set_weights(newest)
-            st["loads"] += 1
-            timing["weights"] += time.perf_counter() - t0
+            elif msg[0] == "checkpoint":
+                load()
+                serve_checkpoint(msg[1])
+        load()
+
+    def serve_checkpoint(n: int) -> None:
+        """Send the transitions held, then the state; wait for ``checkpointed`` (or stop),
+        carrying out weights / pause orders that come meanwhile (as Channel.serve_checkpoint)."""
+        if chunk or rows:
+            flush()
+        t0 = time.perf_counter()
+        ch.send("state", {"id": n, "state": state()})
+        while not ch.stopped:
+            try:
+                msg = ch.outbox.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if msg[0] == "stop":
+                ch.stopped = True
+            elif msg[0] == "checkpointed" and msg[1] == n:
+                break
+            elif msg[0] in ("weights", "pause", "go"):
+                apply([msg])
+        timing["waiting"] += time.perf_counter() - t0
 
     def take_orders() -> None:
         nonlocal last_orders
@@ -574,16 +747,22 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
             flush()  # one weights version per message
         apply(orders)
 
-    def wait_for_learner() -> None:
-        """Block until the learner sends something (weights, go, or stop)."""
+    def wait_for_learner(reply: bool, count: bool = True) -> None:
+        """Block until the learner sends something (weights, go, or stop); ``reply``:
+        a lockstep wait for the weights after this actor's data."""
+        nonlocal awaiting
         t0 = time.perf_counter()
-        st["waits"] += 1
-        msg = ch.wait()
+        st["waits"] += int(count)
+        awaiting = reply
+        msg = ch.wait()  # answers a checkpoint request at once (the state says what it waits for)
         if msg[0] != "stop":
+            awaiting = False
             apply([msg] + _orders(ch))
         timing["waiting"] += time.perf_counter() - t0
 
     try:
+        if awaiting:  # resumed while waiting for the learner's reply (the learner sends it)
+            wait_for_learner(True, count=False)
         while ((budget is None or st["env_steps"] < budget)
                and (deadline is None or time.perf_counter() < deadline) and not ch.stopped):
             if time.perf_counter() - last_orders >= ORDERS_S:
@@ -591,7 +770,7 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
             while st["paused"] and not ch.stopped:  # the learner is behind: let it catch up
                 if chunk or rows:
                     flush()
-                wait_for_learner()
+                wait_for_learner(False)
             if ch.stopped:
                 break
             t0 = time.perf_counter()
@@ -616,7 +795,7 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
             check_fault(fault, worker, env_steps=st["env_steps"])
             if lockstep:
                 flush()
-                wait_for_learner()
+                wait_for_learner(True)
             elif time.perf_counter() - last_flush >= FLUSH_S or len(chunk) * n >= max_chunk:
                 flush()
     except BaseException:
@@ -625,4 +804,4 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
         except Exception:  # the queue is gone too: the original error matters more
             pass
         raise
-    flush("done")
+    flush("done", state=state() if checkpointing else None)
