@@ -318,6 +318,14 @@ def _csv(text: str | None, default: str) -> list[str]:
     return [x.strip() for x in (text or default).split(",") if x.strip()]
 
 
+def _int_list(text: str | None, default: str, flag: str) -> list[int]:
+    """Comma-separated integers >= 1 (``default`` when ``text`` is None); ValueError naming ``flag``."""
+    items = _csv(text, default)
+    if not items or not all(x.isdigit() and int(x) >= 1 for x in items):
+        raise ValueError(f"{flag} must be comma-separated integers >= 1, got {text!r}")
+    return [int(x) for x in items]
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import bench_env, bench_scaling, bench_update
 
@@ -332,11 +340,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise ValueError("--write, --threads, --quick, --no-keras and --compile apply only to "
                          "'bench peers' and 'bench learner'")
     if args.what == "scaling":
-        workers = []
-        for w in _csv(args.workers, "1,2"):
-            if not w.isdigit() or int(w) < 1:
-                raise ValueError(f"--workers must be comma-separated integers >= 1, got {args.workers!r}")
-            workers.append(int(w))
+        workers = _int_list(args.workers, "1,2", "--workers")
         seconds = args.seconds if args.seconds is not None else 20.0
         rows = bench_scaling(_csv(args.schemes, "serial,independent,shared,sharded,averaged"), workers, seconds,
                              eval_games=args.eval_games or 0)
@@ -352,11 +356,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "acting":
         from .bench import bench_acting
 
-        sizes = []
-        for n in _csv(args.bench_n_envs, "1,8,64"):
-            if not n.isdigit() or int(n) < 1:
-                raise ValueError(f"--n-envs must be comma-separated integers >= 1, got {args.bench_n_envs!r}")
-            sizes.append(int(n))
+        sizes = _int_list(args.bench_n_envs, "1,8,64", "--n-envs")
         rows = bench_acting(sizes)
         if args.json:
             print(json.dumps(rows, indent=2))

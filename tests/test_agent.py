@@ -2,23 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from dqnlab import DQNAgent, QNetwork, ReplayBuffer, TrainConfig, VecGame2048
+from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
 from dqnlab.agent import transform_rewards
 from dqnlab.env import legal_actions_batch
-
-
-def _filled(config, n=256, seed=0):
-    buf = ReplayBuffer(max(n, config.batch_size), seed=seed)
-    env = VecGame2048(32, seed=seed)
-    rng = np.random.default_rng(seed)
-    boards = env.boards
-    while len(buf) < n:
-        actions = rng.integers(0, 4, 32)
-        out = env.step(actions)
-        buf.add_batch(boards, actions, out.rewards, out.next_boards, out.terminated,
-                      legal_actions_batch(out.next_boards))
-        boards = out.boards
-    return buf
+from helpers import filled_buffer
 
 
 @pytest.fixture
@@ -48,7 +35,7 @@ def test_acting_picks_only_legal_moves(config):
 def test_td_targets_are_double_dqn_over_legal_moves(config):
     agent = DQNAgent(config, seed=0)
     agent.target.mlp[-1].bias.data += torch.arange(4.0)  # make target and online nets differ
-    batch = _filled(config).sample(32)
+    batch = filled_buffer(256).sample(32)
     y = agent.td_targets(batch).numpy()
     with torch.no_grad():
         nb = torch.from_numpy(batch.next_boards)
@@ -61,7 +48,7 @@ def test_td_targets_are_double_dqn_over_legal_moves(config):
 
 def test_update_fits_a_fixed_batch_and_syncs_target(config):
     agent = DQNAgent(config, seed=0)
-    batch = _filled(config).sample(32)
+    batch = filled_buffer(256).sample(32)
     for i in range(1, 7):
         agent.update(batch)
         same = all(torch.equal(a, b) for a, b in zip(agent.online.parameters(), agent.target.parameters()))
@@ -76,7 +63,7 @@ def test_update_fits_a_fixed_batch_and_syncs_target(config):
 
 def test_non_finite_loss_raises_and_keeps_weights(config):
     agent = DQNAgent(config, seed=0)
-    batch = _filled(config).sample(32)
+    batch = filled_buffer(256).sample(32)
     batch.rewards[0] = np.nan
     w = agent.get_weights()
     with pytest.raises(FloatingPointError, match="update 1"):
@@ -89,7 +76,7 @@ def test_legacy_update_matches_batched_update_on_one_transition():
     # does not depend on the loss scale, so one step of each must agree.
     config = TrainConfig(hidden=(16,), batch_size=1, buffer_size=10, double_dqn=False, mask_illegal=False,
                          loss="mse", max_grad_norm=None, target_update=0)
-    buf = _filled(config, n=1)
+    buf = filled_buffer(1)
     batch = buf.sample(1)
     a, b = DQNAgent(config, seed=3), DQNAgent(config, seed=3)
     a.legacy_update(batch)

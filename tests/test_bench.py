@@ -10,9 +10,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dqnlab import DQNAgent, QNetwork, ReplayBuffer, TrainConfig, VecGame2048, bench
+from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048, bench
 from dqnlab.agent import EMBEDDING_MIN_BATCH, _adam, _clip_grad_norm, _optimizer_step
-from dqnlab.env import legal_actions_batch
+from helpers import filled_buffer
 
 
 def _boards(n, seed=0):
@@ -23,20 +23,6 @@ def _boards(n, seed=0):
     boards = env.boards.copy()
     boards[0, 0, 0] = 17  # the largest exponent reaches the last one-hot column
     return torch.from_numpy(boards)
-
-
-def _filled(config, n=600, seed=0):
-    buf = ReplayBuffer(n, seed=seed)
-    env = VecGame2048(32, seed=seed)
-    rng = np.random.default_rng(seed)
-    boards = env.boards
-    while len(buf) < n:
-        actions = rng.integers(0, 4, 32)
-        out = env.step(actions)
-        buf.add_batch(boards, actions, out.rewards, out.next_boards, out.terminated,
-                      legal_actions_batch(out.next_boards))
-        boards = out.boards
-    return buf
 
 
 # ------------------------------------------------------------------------------ FLOP count
@@ -126,7 +112,7 @@ def test_clip_grad_norm_is_bitwise_torch_clip():
 ])
 def test_agent_update_matches_the_update_as_first_written(overrides):
     config = TrainConfig(hidden=(32, 16), lr=1e-2, target_update=4, buffer_size=600, **overrides)
-    buf = _filled(config)
+    buf = filled_buffer(600)
     agent = DQNAgent(config, seed=0)
     plain = bench.PlainUpdate(agent)
     for i in range(8):
@@ -139,7 +125,7 @@ def test_agent_update_matches_the_update_as_first_written(overrides):
 
 
 def test_replay_sample_is_the_fancy_index_gather():
-    buf = _filled(TrainConfig(), n=300, seed=3)
+    buf = filled_buffer(300, seed=3)
     twin = copy.deepcopy(buf)
     mb = buf.sample(50)
     idx = twin.rng.integers(0, twin.size, size=50)
@@ -277,7 +263,7 @@ def test_update_flushes_denormals_only_while_it_runs_and_changes_no_weight(tiny_
     if agent_module._FLUSH_DENORMAL:  # a mode set by the caller is kept
         torch.set_flush_denormal(True)
         try:
-            DQNAgent(config).update(_filled(config, n=64).sample(32))
+            DQNAgent(config).update(filled_buffer(64).sample(32))
             assert agent_module._flushing_denormals()
         finally:
             torch.set_flush_denormal(False)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dqnlab import PRESETS, TrainConfig
+from dqnlab import TrainConfig
 from dqnlab.agent import epsilon_at
 
 ROOT = Path(__file__).resolve().parents[1]
