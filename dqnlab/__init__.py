@@ -9,13 +9,13 @@ The public API, grouped by purpose:
 * results: :class:`RunResult`, :func:`evaluate`, :class:`EvalResult`.
 """
 
-import os
+import os as _os
 
 # PyTorch's OpenMP threads spin while waiting for work. On a small machine where anything
 # else runs (another worker, a notebook, a test), spinning threads starve each other and a
 # 2-thread update can run 10x slower than a 1-thread one; passive waiting avoids that.
 # It only takes effect if torch is not imported yet; a value set by the user wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .agent import DQNAgent, QNetwork  # noqa: E402
 from .config import PRESETS, TrainConfig  # noqa: E402

@@ -57,11 +57,19 @@ _SCHEME_FLAGS = {"sync": "--sync", "sync_every": "--sync-every", "final_fraction
                  "actor_epsilon": "--actor-epsilon", "lockstep": "--lockstep"}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``dqnlab: error: ...``, exit 2), like every other error here."""
+
+    def error(self, message: str):  # type: ignore[override]
+        where = self.prog.removeprefix("python -m dqnlab").strip()
+        self.exit(2, f"dqnlab: error: {where + ': ' if where else ''}{message} (see --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from .config import PRESETS
     from .schemes import SCHEMES
 
-    p = argparse.ArgumentParser(prog="python -m dqnlab", description=__doc__)
+    p = _Parser(prog="python -m dqnlab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,bench,reproduce}")
 
     t = sub.add_parser("train", help="train an agent; writes DIR/summary.json, episodes.csv, weights, run.png")
@@ -197,6 +205,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config = _config_from_args(args)
     options = _scheme_options(args)
     out = args.out or args.resume or Path("runs") / f"{args.scheme}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.resume is None and any((Path(out) / name).exists() for name in ("checkpoint.pt", "summary.json")):
+        raise ValueError(f"--out {str(out)!r} already holds a run; continue it with --resume {str(out)!r} "
+                         f"or choose another --out")
     every = args.checkpoint_every
     if every is None and args.resume is None:
         every = 300.0
@@ -249,10 +260,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"greedy play, {ev['games']} games: mean score {ev['score_mean']:,.0f} "
               f"(random play {ref['score_mean']:,.0f}); largest tiles {{{tiles}}}")
     if (out / "checkpoint.pt").is_file():
-        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, weights.npz, run.png); continue it with "
+        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, weights.npz, run.png); continue it with "
               f"python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
     else:
-        print(f"saved to {out}/ (summary.json, episodes.csv, weights.npz, run.png)")
+        print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, weights.npz, run.png)")
     return 130 if run.status == "interrupted" else 0
 
 

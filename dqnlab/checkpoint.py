@@ -49,7 +49,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,6 +58,7 @@ import numpy as np
 import torch
 
 from .config import TrainConfig
+from .results import atomic_write
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
            "load_checkpoint", "prepare_resume", "check_checkpoint_every"]
@@ -113,16 +113,7 @@ def save_checkpoint(directory: str | os.PathLike, payload: dict[str, Any]) -> Pa
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     path = d / CHECKPOINT_FILE
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{CHECKPOINT_FILE}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(_encode(payload), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: torch.save(_encode(payload), f), fsync=True)
     return path
 
 

@@ -64,8 +64,8 @@ def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = 
         return _random_policy(seed) if policy == "random" else _corner_policy
     if isinstance(policy, (str, os.PathLike)):
         if not os.path.isdir(policy):
-            raise ValueError(f"policy must be one of {REFERENCE_POLICIES}, a run directory, a RunResult, "
-                             f"weights or a DQNAgent; got {policy!r}")
+            raise ValueError(f"policy must be one of {REFERENCE_POLICIES} or a run directory, a RunResult, "
+                             f"weights or a DQNAgent; no directory {str(policy)!r} exists")
         policy = RunResult.load(policy)
     if isinstance(policy, RunResult):
         config, policy = policy.config, policy.weights

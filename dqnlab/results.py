@@ -139,10 +139,10 @@ class RunResult:
         """
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(d / "summary.json", lambda f: f.write(json.dumps(self.summary(), indent=2).encode()))
-        _atomic_write(d / "episodes.csv", lambda f: self.episodes.to_csv(f, index=False))
-        _atomic_write(d / "history.csv", lambda f: self.history.to_csv(f, index=False))
-        _atomic_write(d / "weights.npz", lambda f: np.savez(f, **self.weights))
+        atomic_write(d / "summary.json", lambda f: f.write(json.dumps(self.summary(), indent=2).encode()))
+        atomic_write(d / "episodes.csv", lambda f: self.episodes.to_csv(f, index=False))
+        atomic_write(d / "history.csv", lambda f: self.history.to_csv(f, index=False))
+        atomic_write(d / "weights.npz", lambda f: np.savez(f, **self.weights))
         return d
 
     @classmethod
@@ -173,11 +173,22 @@ class RunResult:
         )
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write, fsync: bool = False) -> None:
+    """Write a file through ``write(binary_file)`` to a temporary name, then rename it.
+
+    A crash mid-write leaves the previous file intact; the file gets the usual
+    permissions (0666 less the umask). ``fsync`` forces the data to disk before the rename.
+    """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             write(f)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -79,3 +79,21 @@ def test_bench_scaling_scores_each_run_on_the_same_games():
     assert row["greedy_score_mean"] > 0
     (plain,) = bench_scaling(["serial"], [1], seconds=0.5)
     assert plain["greedy_score_mean"] is None
+
+
+def test_train_refuses_to_overwrite_a_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--env-steps", "200", "--n-envs", "8", "--out", str(out), "--eval-games", "0", "--no-progress"]
+    assert main(args) == 0
+    before = (out / "summary.json").read_text()
+    assert main(args) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert (out / "summary.json").read_text() == before
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out / "summary.json").stat().st_mode & 0o777 == 0o666 & ~umask  # not owner-only like a temp file
+
+
+def test_argparse_errors_are_one_line():
+    r = _cli("train", "--workers", "0")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("dqnlab: error: train:")

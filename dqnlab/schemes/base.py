@@ -274,6 +274,12 @@ class RunLoop:
             n = min(n, self.config.total_env_steps - self.env_steps)
         return max(granularity, (n // granularity) * granularity)
 
+    def report_deadline(self) -> float:
+        """``time.perf_counter()`` value by which the next report is due (never past the time budget),
+        so a chunk ends on time even when the speed changes (say, when learning starts)."""
+        due = time.perf_counter() + self.report_every_s
+        return due if self.deadline is None else min(due, self.deadline)
+
     def report(self, env_steps: int, updates: int, score_mean: float = math.nan) -> None:
         """Record new totals, redraw the bar, call the callback (which may stop the run)
         and write a checkpoint when one is due (with a ``state`` function)."""

@@ -63,7 +63,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     learner.clock0 = loop.t0
     try:
         while not loop.done:
-            learner.run(loop.chunk_steps(config.n_envs), loop.deadline)
+            learner.run(loop.chunk_steps(config.n_envs), loop.report_deadline())
             loop.report(learner.env_steps, learner.updates, recent_score(learner.episodes))
     except KeyboardInterrupt:
         loop.interrupt()
