@@ -129,3 +129,9 @@ def test_public_api_is_documented():
         if callable(obj):
             assert obj.__doc__ and len(obj.__doc__) > 40, name
     assert math.isfinite(TrainConfig().updates_per_env_step)
+
+
+def test_episode_table_has_its_dtypes_even_when_empty(tiny_config):
+    run = train("serial", tiny_config.replace(total_env_steps=8), progress=False)  # one move: no game ends
+    assert len(run.episodes) == 0
+    assert run.episodes["score"].dtype == np.int64 and run.episodes["loss"].dtype == np.float64

@@ -391,8 +391,14 @@ def deferred_interrupt() -> Iterator[None]:
 
 
 def episodes_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Episode rows as a DataFrame with :data:`EPISODE_COLUMNS`, sorted by wall time."""
-    df = pd.DataFrame(rows, columns=list(EPISODE_COLUMNS))
+    """Episode rows as a DataFrame with :data:`EPISODE_COLUMNS`, sorted by wall time.
+
+    The columns have their dtypes (int64, or float64 for ``wall_time_s``, ``epsilon``,
+    ``loss``) even with no rows, so tables of runs compare and concatenate alike.
+    """
+    floats = {"wall_time_s", "epsilon", "loss"}
+    df = pd.DataFrame(rows, columns=list(EPISODE_COLUMNS)).astype(
+        {c: "float64" if c in floats else "int64" for c in EPISODE_COLUMNS})
     return df.sort_values(["wall_time_s", "worker"], kind="stable").reset_index(drop=True)
 
 
