@@ -135,3 +135,16 @@ def test_episode_table_has_its_dtypes_even_when_empty(tiny_config):
     run = train("serial", tiny_config.replace(total_env_steps=8), progress=False)  # one move: no game ends
     assert len(run.episodes) == 0
     assert run.episodes["score"].dtype == np.int64 and run.episodes["loss"].dtype == np.float64
+
+
+def test_stored_next_masks_are_the_legal_moves_of_next_boards(tiny_config):
+    from dqnlab.env import legal_actions_batch
+    from dqnlab.schemes.base import Learner
+
+    learner = Learner(tiny_config.replace(max_moves=20))  # truncations as well as game overs
+    for _ in range(200):
+        learner.act_step()
+    a = learner.buffer.arrays
+    n = len(learner.buffer)
+    assert np.array_equal(a["next_masks"][:n], legal_actions_batch(a["next_boards"][:n]))
+    assert a["dones"][:n].any() or len(learner.episodes) > 0

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from ..agent import DQNAgent, epsilon_at, transform_rewards
 from ..config import TrainConfig
-from ..env import VecGame2048, legal_actions_batch
+from ..env import VecGame2048, _legal_actions_unchecked, legal_actions_batch
 from ..replay import ReplayBuffer
 from ..results import EPISODE_COLUMNS, RunResult
 
@@ -94,13 +94,17 @@ class Learner:
         t0 = time.perf_counter()
         actions = self.agent.act(self.boards, self.masks, self.epsilon)
         out = self.env.step(actions)
-        next_masks = legal_actions_batch(out.next_boards)
+        done = out.terminated | out.truncated
+        # out.boards == out.next_boards except where a finished game was reset: reuse its masks
+        next_masks = out.action_masks.copy()
+        if done.any():
+            next_masks[done] = _legal_actions_unchecked(out.next_boards[done])
         self.buffer.add_batch(self.boards, actions, transform_rewards(self.config, out.rewards),
                               out.next_boards, out.terminated, next_masks)
         self.boards, self.masks = out.boards, out.action_masks
         n = len(actions)
         self.env_steps += n
-        finished = np.flatnonzero(out.terminated | out.truncated)
+        finished = np.flatnonzero(done)
         if len(finished):
             self._log_episodes(out, finished)
             if self.config.target_update == 0:
