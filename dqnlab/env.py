@@ -26,7 +26,10 @@ larger exponents take a slower vectorised fallback.
 
 from __future__ import annotations
 
+import array
+import functools
 import operator
+import struct
 from typing import NamedTuple
 
 import gymnasium
@@ -285,6 +288,70 @@ def _spawn_unchecked(boards: np.ndarray, rng: np.random.Generator, mask=None) ->
     target = (running <= nth).sum(axis=0, dtype=np.uint8)
     rows = np.flatnonzero(counts > 0 if mask is None else (counts > 0) & mask)
     cells[rows, target[rows]] = np.where(rng.random(rows.size) < _P_FOUR, 2, 1)
+
+
+# One board in pure Python: for a single board, a dozen NumPy calls on 16 cells cost more
+# than the arithmetic, so :func:`_advance` reads the same tables as Python integers.
+_PACK_LINES = struct.Struct("<4I").pack  # four table lines (uint32, cell 0 in the low byte) -> 16 bytes
+
+
+@functools.cache
+def _one_board_tables() -> tuple[array.array, array.array, bytes]:
+    """The move tables as ``array`` (indexed as Python ints) and, per line key and
+    table offset, whether that move changes the line (legal-move checks)."""
+    keys = np.arange(1 << 16, dtype=np.uint32)
+    unpacked = (keys & 15) | (keys >> 4 & 15) << 8 | (keys >> 8 & 15) << 16 | (keys >> 12 & 15) << 24
+    movable = (_LINE_TABLE != np.tile(unpacked, 2)).astype(np.uint8).tobytes()
+    return array.array("I", _LINE_TABLE.tobytes()), array.array("I", _REWARD_TABLE.tobytes()), movable
+
+
+def _advance_one(board: np.ndarray, action: int, rng: np.random.Generator):
+    """:func:`_advance` for one ``(4, 4)`` board with tiles below ``2**15`` (None for
+    others: a 32768 + 32768 merge would leave the tables). Same results and the same
+    random draws as the batched path."""
+    cells = board.tobytes()  # row-major exponents
+    if max(cells) >= _TABLE_MAX:
+        return None
+    line, reward, movable = _one_board_tables()
+    offset = int(_TABLE_OFFSET[action])
+    if action & 1:  # RIGHT, LEFT: rows
+        keys = [cells[i] | cells[i + 1] << 4 | cells[i + 2] << 8 | cells[i + 3] << 12 for i in (0, 4, 8, 12)]
+        new = _PACK_LINES(*[line[k + offset] for k in keys])
+    else:  # UP, DOWN: columns, packed column-major, then transposed
+        keys = [cells[j] | cells[j + 4] << 4 | cells[j + 8] << 8 | cells[j + 12] << 12 for j in range(4)]
+        packed = _PACK_LINES(*[line[k + offset] for k in keys])
+        new = packed[0::4] + packed[1::4] + packed[2::4] + packed[3::4]
+    points = sum(reward[k + offset] for k in keys)
+    changed = new != cells
+    nth = rng.random()  # drawn for every board, as _spawn_unchecked does
+    if changed:  # a move that changes the board leaves an empty cell
+        empty = [i for i, v in enumerate(new) if not v]
+        new = bytearray(new)
+        new[empty[int(nth * len(empty))]] = 2 if rng.random() < _P_FOUR else 1
+    rows = [new[i] | new[i + 1] << 4 | new[i + 2] << 8 | new[i + 3] << 12 for i in (0, 4, 8, 12)]
+    cols = [new[j] | new[j + 4] << 4 | new[j + 8] << 8 | new[j + 12] << 12 for j in range(4)]
+    far = 1 << 16  # offset of the moves toward index 3 (RIGHT, DOWN)
+    legal = (any(movable[k] for k in cols), any(movable[k + far] for k in rows),
+             any(movable[k + far] for k in cols), any(movable[k] for k in rows))
+    return (np.frombuffer(bytearray(new), np.uint8).reshape(1, _SIZE, _SIZE), np.array([points], np.int64),
+            np.array([changed]), np.array([legal]))
+
+
+def _advance(boards: np.ndarray, actions: np.ndarray, rng: np.random.Generator):
+    """Move, spawn a tile on the boards that changed, and find the legal actions after.
+
+    The core of every env step. ``boards`` ``(N, 4, 4)`` uint8 valid, ``actions``
+    ``(N,)`` ints in 0..3. Returns ``next_boards`` ``(N, 4, 4)`` uint8 (new array),
+    ``points`` ``(N,)`` int64, ``changed`` ``(N,)`` bool, ``legal`` ``(N, 4)`` bool.
+    A single board takes :func:`_advance_one` (same results and random draws).
+    """
+    if len(boards) == 1:
+        out = _advance_one(boards[0], int(actions[0]), rng)
+        if out is not None:
+            return out
+    next_boards, points, changed = _move_batch_unchecked(boards, actions)
+    _spawn_unchecked(next_boards, rng, changed)
+    return next_boards, points, changed, _legal_actions_unchecked(next_boards)
 
 
 def _max_tiles(boards: np.ndarray) -> np.ndarray:
@@ -682,12 +749,16 @@ class Game2048(gymnasium.Env):
         self._score = 0
         self._moves = 0
 
-    def _info(self) -> dict:
+    def _info(self, legal: np.ndarray | None = None) -> dict:
+        """The info dict of the current board (``legal``: its (4,) bool legal actions, if known)."""
+        if legal is None:
+            legal = _legal_actions_unchecked(self._board[None])[0]
+        top = int(self._board.max())
         return {
             "board": self._board.copy(),
-            "action_mask": _legal_actions_unchecked(self._board[None])[0].astype(np.int8),
+            "action_mask": legal.astype(np.int8),
             "score": self._score,
-            "max_tile": int(_max_tiles(self._board[None])[0]),
+            "max_tile": 1 << top if top else 0,
             "moves": self._moves,
         }
 
@@ -741,15 +812,13 @@ class Game2048(gymnasium.Env):
             If ``action`` is not in 0..3.
         """
         action = _check_action(action)
-        new, points, changed = _move_batch_unchecked(self._board[None], np.array([action]))
-        if changed[0]:
-            _spawn_unchecked(new, self.np_random)
+        new, points, changed, legal = _advance(self._board[None], np.array([action]), self.np_random)
         self._board = new[0]
         self._score += int(points[0])
         self._moves += 1
         reward = float(points[0]) if changed[0] else self.invalid_move_reward
-        info = self._info()
-        terminated = not info["action_mask"].any()
+        info = self._info(legal[0])
+        terminated = not legal[0].any()
         truncated = (not terminated and self.max_moves is not None
                      and self._moves >= self.max_moves)
         return self._board.copy(), reward, terminated, truncated, info
@@ -911,12 +980,10 @@ class VecGame2048:
             If ``actions`` has the wrong shape, dtype or range.
         """
         actions = _check_actions(actions, self.n_envs)
-        next_boards, points, changed = _move_batch_unchecked(self.boards, actions)
-        _spawn_unchecked(next_boards, self.rng, changed)
+        next_boards, points, changed, action_masks = _advance(self.boards, actions, self.rng)
         self.scores += points
         self.moves += 1
         rewards = np.where(changed, points, self.invalid_move_reward).astype(np.float32)
-        action_masks = _legal_actions_unchecked(next_boards)
         terminated = ~action_masks.any(axis=1)
         if self.max_moves is None:
             truncated = np.zeros(self.n_envs, bool)

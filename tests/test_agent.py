@@ -1,9 +1,11 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
 
 from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
-from dqnlab.agent import transform_rewards
+from dqnlab.agent import EMBEDDING_MIN_BATCH, transform_rewards
 from dqnlab.env import legal_actions_batch
 from helpers import filled_buffer
 
@@ -59,6 +61,32 @@ def test_update_fits_a_fixed_batch_and_syncs_target(config):
     for _ in range(30):
         fitter.update(batch)
     assert fitter.loss(batch).item() < 0.5 * before
+
+
+@pytest.mark.parametrize("encoding,batch_size", [("raw", 32), ("onehot", 32), ("onehot", EMBEDDING_MIN_BATCH + 5)])
+@pytest.mark.parametrize("loss", ["mse", "huber"])
+@pytest.mark.parametrize("hidden", [(16,), (24, 8, 12)])
+def test_hand_written_gradients_equal_autograd(encoding, batch_size, loss, hidden):
+    config = TrainConfig(encoding=encoding, batch_size=batch_size, loss=loss, hidden=hidden, buffer_size=400,
+                         reward_transform="none")
+    agent = DQNAgent(config, seed=3)
+    with torch.no_grad():
+        agent.target.mlp[-1].bias.add_(torch.arange(4.0))  # targets far from Q: both Huber regimes occur
+    batch = filled_buffer(400).sample(batch_size)
+    reference = copy.deepcopy(agent)
+    expected = reference.loss(batch)
+    expected.backward()
+    for p in agent.online.parameters():
+        p.grad = torch.full_like(p, 7.0)  # replaced, not accumulated
+    value = agent.compute_gradients(batch)
+    assert value == pytest.approx(float(expected.detach()), rel=1e-6)
+    for (name, p), q in zip(agent.online.named_parameters(), reference.online.parameters()):
+        assert p.grad is not None and p.grad.shape == p.shape, name
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6 * float(q.grad.abs().max())), name
+    if loss == "huber":
+        error = (reference.online(torch.from_numpy(batch.boards)).gather(1, torch.from_numpy(batch.actions)[:, None])
+                 .squeeze(1) - reference.td_targets(batch)).detach()
+        assert (error.abs() > 1).any() and (error.abs() < 1).any()
 
 
 def test_non_finite_loss_raises_and_keeps_weights(config):

@@ -240,13 +240,13 @@ def test_divergence_names_the_update_and_keeps_the_last_good_checkpoint(cfg, tmp
     first = dqnlab.train("serial", cfg.replace(total_env_steps=1_000), progress=False, run_dir=tmp_path)
     good = (tmp_path / CHECKPOINT_FILE).read_bytes()
     bad_update = first.updates + 7
-    real_loss = DQNAgent.loss
+    real_gradients = DQNAgent.compute_gradients
 
     def nan_from_update(self, batch, targets=None):
-        loss = real_loss(self, batch, targets)
+        loss = real_gradients(self, batch, targets)
         return loss * math.nan if self.updates + 1 >= bad_update else loss
 
-    monkeypatch.setattr(DQNAgent, "loss", nan_from_update)
+    monkeypatch.setattr(DQNAgent, "compute_gradients", nan_from_update)
     with pytest.raises(DivergedError) as info:
         dqnlab.train("serial", cfg, progress=False, resume=tmp_path)
     err = info.value

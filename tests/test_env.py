@@ -34,6 +34,7 @@ from dqnlab.env import (
     spawn,
     spawn_batch,
 )
+from dqnlab import env as env_module
 from dqnlab.plots import draw_board
 
 PROPERTY = settings(max_examples=200, deadline=None, database=None)
@@ -216,6 +217,30 @@ def test_batch_functions_agree_with_single_board_functions(batch):
         np.testing.assert_array_equal(legal[i], legal_actions(board))
         assert over[i] == is_game_over(board) == (not legal[i].any())
     np.testing.assert_array_equal(boards, before)
+
+
+@PROPERTY
+@given(BOARDS, ACTIONS, st.integers(0, 2**32 - 1))
+def test_one_board_step_matches_the_batched_step(board, action, seed):
+    # env steps of a single board take a pure-Python path: same boards, points, legal moves
+    # and random draws as the NumPy path of many boards (which reference_move checks)
+    board[np.random.default_rng(seed).random((4, 4)) < 0.3] = 0  # room for moves and spawns
+    one_rng, batch_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+    one = env_module._advance(board[None], np.array([action]), one_rng)
+    new, points, changed = move_batch(board[None], np.array([action]))
+    env_module._spawn_unchecked(new, batch_rng, changed)
+    for got, expected in zip(one, (new, points, changed, legal_actions_batch(new))):
+        assert got.dtype == expected.dtype and got.flags.writeable
+        np.testing.assert_array_equal(got, expected)
+    assert one_rng.random() == batch_rng.random()  # the streams are at the same place
+
+
+def test_one_board_path_takes_every_board_without_big_tiles():
+    rng = np.random.default_rng(0)
+    boards = np.minimum(rng.integers(0, 15, (200, 4, 4)), rng.integers(0, 15, (200, 4, 4))).astype(np.uint8)
+    taken = [env_module._advance_one(b, int(a), rng) is not None for b, a in zip(boards, rng.integers(0, 4, 200))]
+    assert all(taken)  # the comparison above is not vacuous
+    assert env_module._advance_one(embed([2**15, 2**15, 0, 0], LEFT), LEFT, rng) is None  # 65536: tables end
 
 
 def test_move_batch_handles_mixed_actions_and_big_tiles():

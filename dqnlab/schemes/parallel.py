@@ -859,8 +859,8 @@ def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainCon
     """One optimiser step from a copy of the learner's state, in a worker (errors are returned, not raised).
 
     Loads ``state`` (``online`` weights and optimiser state ``opt``) into a scratch
-    agent, computes the TD loss (:meth:`DQNAgent.loss`, the mean over the ``n``
-    transitions) of ``boards`` ``(n, 4, 4)`` uint8 and ``actions`` ``(n,)`` int64
+    agent, computes the TD loss and its gradient (:meth:`DQNAgent.compute_gradients`,
+    the mean over the ``n`` transitions) of ``boards`` ``(n, 4, 4)`` uint8 and ``actions`` ``(n,)`` int64
     against the precomputed ``targets`` ``(n,)`` float32 (:meth:`DQNAgent.td_targets`,
     computed by the parent, which holds the same weights: no need to ship the target
     network), backpropagates, clips the gradient norm (``config.max_grad_norm``) and
@@ -890,12 +890,9 @@ def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
     agent = _step_agent(config, optimizer)
     agent.set_weights(state["online"])
     load_optimizer_state(agent, state["opt"])
-    loss = agent.loss(Minibatch(boards, actions, None, None, None, None), torch.from_numpy(targets))
-    value = float(loss.detach())
+    value = agent.compute_gradients(Minibatch(boards, actions, None, None, None, None), torch.from_numpy(targets))
     if not np.isfinite(value):
         raise FloatingPointError(f"non-finite TD loss ({value}) at update {update + 1}")
-    agent.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
     if config.max_grad_norm is not None:
         torch.nn.utils.clip_grad_norm_(agent.online.parameters(), config.max_grad_norm)
     agent.optimizer.step()

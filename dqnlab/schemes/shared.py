@@ -356,13 +356,10 @@ class _SharedLearner(Learner):
                 self.lock.acquire()
                 wait += time.perf_counter() - tw
             try:
-                loss = agent.loss(batch)
-                value = float(loss.detach())
+                value = agent.compute_gradients(batch)
                 if not math.isfinite(value):
                     raise FloatingPointError(f"non-finite TD loss ({value}) at shared update "
                                              f"{int(a['updates_total'][0]) + 1} (worker {self.worker})")
-                agent.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
                 if c.max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(agent.online.parameters(), c.max_grad_norm)
                 agent.optimizer.step()
