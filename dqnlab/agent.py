@@ -368,16 +368,16 @@ class DQNAgent:
         with torch.no_grad():
             q_next = self.target(next_boards)
             chooser = self.online(next_boards) if c.double_dqn else q_next
-            live = ~dones  # bootstrap from s' unless the game ended (or s' has no legal move)
+            dead = dones  # bootstrap from s' unless the game ended (or s' has no legal move)
             if c.mask_illegal:
                 next_masks = torch.from_numpy(np.ascontiguousarray(batch.next_masks))
                 chooser = chooser.masked_fill(~next_masks, -torch.inf)
-                live &= next_masks.any(dim=1)
+                dead = dead | ~next_masks.any(dim=1)
             if c.double_dqn or c.mask_illegal:
                 v_next = q_next.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1)
             else:
                 v_next = q_next.amax(dim=1)  # the target net's value at its own argmax
-            return rewards + c.gamma * torch.where(live, v_next, torch.zeros_like(v_next))
+            return torch.where(dead, 0.0, v_next).mul_(c.gamma).add_(rewards)
 
     def loss(self, batch: Minibatch, targets: torch.Tensor | None = None) -> torch.Tensor:
         """The TD loss of the online network on ``batch`` (scalar tensor with grad).

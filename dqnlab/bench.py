@@ -1065,6 +1065,13 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
         (f"encode {n} boards: " + ("F.one_hot -> scatter" if c.encoding == "onehot" else "exp2 -> table lookup"),
          lambda: plain.encode(boards), lambda: agent.online.encode(boards)),
     ]
+    def autograd_gradients() -> None:
+        for p in params:
+            p.grad = None
+        agent.loss(batch).backward()
+
+    pairs.append(("TD loss gradients: autograd (loss().backward()) -> backprop written out (compute_gradients)",
+                  autograd_gradients, lambda: agent.compute_gradients(batch)))
     if buffer is not None:
         def fancy_index() -> Minibatch:  # ReplayBuffer.sample as first written
             idx = buffer.rng.integers(0, buffer.size, size=n)
@@ -1145,7 +1152,9 @@ def _compiled_update(config: TrainConfig, batch: Minibatch, seed: int) -> tuple[
 
     agent = DQNAgent(config, seed=seed)
     t0 = time.perf_counter()
-    agent.online, agent.target = torch.compile(agent.online), torch.compile(agent.target)
+    for net in (agent.online, agent.target):  # what an update runs: forward passes and the written-out backprop
+        net._forward = torch.compile(net._forward)
+        net.backprop = torch.compile(net.backprop)
     agent.update(batch)
     agent.update(batch)
     return agent, time.perf_counter() - t0

@@ -305,6 +305,14 @@ def _one_board_tables() -> tuple[array.array, array.array, bytes]:
     return array.array("I", _LINE_TABLE.tobytes()), array.array("I", _REWARD_TABLE.tobytes()), movable
 
 
+def _line_keys(cells: bytes | bytearray) -> tuple[list[int], list[int]]:
+    """Table keys (4-bit nibbles, first cell lowest) of the four rows and the four
+    columns of a board given as its 16 row-major exponent bytes (all <= 15)."""
+    rows = [cells[i] | cells[i + 1] << 4 | cells[i + 2] << 8 | cells[i + 3] << 12 for i in (0, 4, 8, 12)]
+    cols = [cells[j] | cells[j + 4] << 4 | cells[j + 8] << 8 | cells[j + 12] << 12 for j in range(4)]
+    return rows, cols
+
+
 def _advance_one(board: np.ndarray, action: int, rng: np.random.Generator):
     """:func:`_advance` for one ``(4, 4)`` board with tiles below ``2**15`` (None for
     others: a 32768 + 32768 merge would leave the tables). Same results and the same
@@ -314,13 +322,10 @@ def _advance_one(board: np.ndarray, action: int, rng: np.random.Generator):
         return None
     line, reward, movable = _one_board_tables()
     offset = int(_TABLE_OFFSET[action])
-    if action & 1:  # RIGHT, LEFT: rows
-        keys = [cells[i] | cells[i + 1] << 4 | cells[i + 2] << 8 | cells[i + 3] << 12 for i in (0, 4, 8, 12)]
-        new = _PACK_LINES(*[line[k + offset] for k in keys])
-    else:  # UP, DOWN: columns, packed column-major, then transposed
-        keys = [cells[j] | cells[j + 4] << 4 | cells[j + 8] << 8 | cells[j + 12] << 12 for j in range(4)]
-        packed = _PACK_LINES(*[line[k + offset] for k in keys])
-        new = packed[0::4] + packed[1::4] + packed[2::4] + packed[3::4]
+    rows, cols = _line_keys(cells)
+    keys = rows if action & 1 else cols  # RIGHT, LEFT move rows; UP, DOWN columns
+    packed = _PACK_LINES(*[line[k + offset] for k in keys])
+    new = packed if action & 1 else packed[0::4] + packed[1::4] + packed[2::4] + packed[3::4]  # columns: transpose
     points = sum(reward[k + offset] for k in keys)
     changed = new != cells
     nth = rng.random()  # drawn for every board, as _spawn_unchecked does
@@ -328,8 +333,7 @@ def _advance_one(board: np.ndarray, action: int, rng: np.random.Generator):
         empty = [i for i, v in enumerate(new) if not v]
         new = bytearray(new)
         new[empty[int(nth * len(empty))]] = 2 if rng.random() < _P_FOUR else 1
-    rows = [new[i] | new[i + 1] << 4 | new[i + 2] << 8 | new[i + 3] << 12 for i in (0, 4, 8, 12)]
-    cols = [new[j] | new[j + 4] << 4 | new[j + 8] << 8 | new[j + 12] << 12 for j in range(4)]
+    rows, cols = _line_keys(new)
     far = 1 << 16  # offset of the moves toward index 3 (RIGHT, DOWN)
     legal = (any(movable[k] for k in cols), any(movable[k + far] for k in rows),
              any(movable[k + far] for k in cols), any(movable[k] for k in rows))
@@ -990,11 +994,13 @@ class VecGame2048:
         else:
             truncated = ~terminated & (self.moves >= self.max_moves)
         done = terminated | truncated
-        episode_scores = np.where(done, self.scores, 0)
-        episode_max_tiles = np.where(done, _max_tiles(next_boards), 0)
-        episode_moves = np.where(done, self.moves, 0)
         boards = next_boards.copy()
-        if done.any():
+        if not done.any():  # the usual step: no episode ends
+            episode_scores, episode_max_tiles, episode_moves = (np.zeros(self.n_envs, np.int64) for _ in range(3))
+        else:
+            episode_scores = np.where(done, self.scores, 0)
+            episode_max_tiles = np.where(done, _max_tiles(next_boards), 0)
+            episode_moves = np.where(done, self.moves, 0)
             fresh = new_boards(int(done.sum()), self.rng)
             boards[done] = fresh
             action_masks[done] = _legal_actions_unchecked(fresh)

@@ -136,7 +136,10 @@ class ReplayBuffer:
         if n > self.capacity:  # only the newest `capacity` survive anyway
             batch = {k: v[-self.capacity:] for k, v in batch.items()}
             n = self.capacity
-        idx = (self.pos + np.arange(n)) % self.capacity
+        if self.pos + n <= self.capacity:  # no wrap-around: slices, cheaper than an index array
+            idx: slice | np.ndarray = slice(self.pos, self.pos + n)
+        else:
+            idx = (self.pos + np.arange(n)) % self.capacity
         for name, value in batch.items():
             self.arrays[name][idx] = value
         self.pos = (self.pos + n) % self.capacity

@@ -101,7 +101,8 @@ def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path):
     out = tmp_path / "run"
     run = _Run(tmp_path, *TRAIN, "--scheme", "independent", "--out", str(out))
     try:
-        _wait_for(lambda: (out / "checkpoint.pt").exists(), 120, run.proc)
+        # the checkpoint is written just before summary.json: wait for both
+        _wait_for(lambda: (out / "checkpoint.pt").exists() and (out / "summary.json").exists(), 120, run.proc)
         games_before = json.loads((out / "summary.json").read_text())["episodes"]
         os.killpg(run.proc.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the whole process group
         code, waited = run.finish(60)
