@@ -1062,7 +1062,7 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
         ("clip gradient norm: nn.utils.clip_grad_norm_ -> own", lambda: torch.nn.utils.clip_grad_norm_(scratch, 1e9),
          lambda: _clip_grad_norm(scratch, 1e9)),
         ("clear gradients: optimizer.zero_grad -> loop", zero_grad_stock, zero_grad_loop),
-        (f"encode {n} boards: " + ("F.one_hot -> scatter" if c.encoding == "onehot" else "exp2 -> table lookup"),
+        (f"encode {n} boards: " + ("F.one_hot -> identity rows (index_select)" if c.encoding == "onehot" else "exp2 -> table lookup"),
          lambda: plain.encode(boards), lambda: agent.online.encode(boards)),
     ]
     def autograd_gradients() -> None:

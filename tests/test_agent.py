@@ -63,12 +63,14 @@ def test_update_fits_a_fixed_batch_and_syncs_target(config):
     assert fitter.loss(batch).item() < 0.5 * before
 
 
-@pytest.mark.parametrize("encoding,batch_size", [("raw", 32), ("onehot", 32), ("onehot", EMBEDDING_MIN_BATCH + 5)])
+# one-hot batches: dense first layer; dense for s but an embedding sum for [s; s'] (Double DQN); embedding sum
+@pytest.mark.parametrize("encoding,batch_size", [("raw", 32), ("onehot", 32), ("onehot", EMBEDDING_MIN_BATCH // 2 + 8),
+                                                 ("onehot", EMBEDDING_MIN_BATCH + 5)])
 @pytest.mark.parametrize("loss", ["mse", "huber"])
-@pytest.mark.parametrize("hidden", [(16,), (24, 8, 12)])
-def test_hand_written_gradients_equal_autograd(encoding, batch_size, loss, hidden):
+@pytest.mark.parametrize("hidden,double_dqn", [((16,), True), ((24, 8, 12), True), ((24, 8, 12), False)])
+def test_hand_written_gradients_equal_autograd(encoding, batch_size, loss, hidden, double_dqn):
     config = TrainConfig(encoding=encoding, batch_size=batch_size, loss=loss, hidden=hidden, buffer_size=400,
-                         reward_transform="none")
+                         reward_transform="none", double_dqn=double_dqn)
     agent = DQNAgent(config, seed=3)
     with torch.no_grad():
         agent.target.mlp[-1].bias.add_(torch.arange(4.0))  # targets far from Q: both Huber regimes occur
