@@ -162,8 +162,9 @@ class QNetwork(nn.Module):
         Backpropagation written out for this MLP (Rumelhart, Hinton and Williams, 1986):
         per layer from the last, ``dW = grad.T @ input``, ``db = grad.sum(0)``, then
         ``grad = (grad @ W) * (input > 0)`` through the ReLU. No autograd graph is built:
-        for the small matrices of DQN on a CPU that halves the per-update overhead,
-        with the same gradient as ``loss.backward()`` up to float32 rounding.
+        for the small matrices of DQN on a CPU that saves much of autograd's
+        per-operation overhead (gradients 1.1-1.3x faster in ``bench learner``), with
+        the same gradient as ``loss.backward()`` up to float32 rounding.
 
         Parameters
         ----------
