@@ -196,17 +196,6 @@ def _time_updates(agent: DQNAgent, batch: Minibatch, config: TrainConfig, repeat
     return times
 
 
-def _warm() -> int:
-    """Pool warm-up task: importing this module imports dqnlab (and torch) in the worker.
-
-    It also builds an agent: PyTorch imports ``torch._dynamo`` (seconds) when the first
-    optimiser of a process is made, which would otherwise land inside the timed run.
-    """
-    DQNAgent(TrainConfig(hidden=(4,)))
-    time.sleep(0.3)  # long enough that each worker of the pool takes one task
-    return os.getpid()
-
-
 def _steady_rate(history: Any, column: str) -> float:
     """Rate of ``column`` per second over the second half of a run's history."""
     h = history
@@ -273,10 +262,10 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     ValueError
         For an unknown scheme, a worker count < 1, or ``seconds`` <= 0.
     """
-    import joblib
     import torch
 
     from .evaluation import evaluate
+    from .figures import warm_up
     from .schemes import SCHEMES, train
 
     schemes, workers = list(schemes), list(workers)
@@ -294,8 +283,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
         for k in workers:
             if name == "serial" and k != 1:
                 continue
-            if k > 1:
-                joblib.Parallel(n_jobs=k)(joblib.delayed(_warm)() for _ in range(k))  # start the pool
+            warm_up(k)  # start the pool: its start-up is not what a row measures
             run = train(name, cfg, workers=k, progress=False)
             split = run.time_split
             total = sum(split.values())
@@ -803,14 +791,6 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
     }
 
 
-def _start_pool(workers: int) -> None:
-    """Start joblib's worker pool of that size (its start-up is not what a row measures)."""
-    import joblib
-
-    if workers > 1:
-        joblib.Parallel(n_jobs=workers)(joblib.delayed(os.getpid)() for _ in range(workers))
-
-
 def scheme_rate(scheme: str, preset: str = "seed", workers: int = 2, seconds: float = 20.0,
                 seed: int = 0, warmup: int | None = None) -> dict[str, Any]:
     """Env steps/s of one :func:`dqnlab.train` run after ``warmup`` env steps (all workers).
@@ -827,13 +807,14 @@ def scheme_rate(scheme: str, preset: str = "seed", workers: int = 2, seconds: fl
         ``updates_per_1000_steps``, ``window`` (``"after warm-up"``, or ``"whole run"``
         when fewer than two progress rows came after the warm-up), ``status``.
     """
+    from .figures import warm_up
     from .schemes import train
 
     setting = PEER_SETTINGS.get(preset, {"warmup": 1_000, "overrides": {}})
     warmup = setting["warmup"] if warmup is None else warmup
     config = TrainConfig.preset(preset, seed=seed, total_env_steps=None, max_seconds=float(seconds),
                                 **setting["overrides"])
-    _start_pool(workers)
+    warm_up(workers)  # its start-up is not what the row measures
     run = train(scheme, config, workers=workers, progress=False)
     h = run.history
     window, kind = h[h["env_steps"] >= warmup], "after warm-up"
