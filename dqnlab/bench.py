@@ -8,7 +8,6 @@ different runs (the machines are small and noisy).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import math
@@ -26,10 +25,11 @@ from .agent import N_EXPONENTS, DQNAgent, transform_rewards
 from .config import TrainConfig
 from .env import Game2048, VecGame2048, _legal_actions_unchecked, move_batch
 from .replay import Minibatch, ReplayBuffer
+from .schemes.parallel import torch_threads_set
 
 __all__ = ["bench_env", "bench_update", "bench_scaling", "bench_acting", "median_time",
            "bench_game", "bench_peers", "compare_sb3", "scheme_rate", "sb3_dqn_settings", "sb3_env",
-           "bench_learner", "update_flops", "matmul_gflops", "PlainUpdate", "interleaved_times", "torch_threads",
+           "bench_learner", "update_flops", "matmul_gflops", "PlainUpdate", "interleaved_times",
            "machine_info", "peers_markdown", "learner_markdown", "write_section"]
 
 
@@ -353,7 +353,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
         raise ValueError(f"n_envs must be integers >= 1, got {n_envs!r}")
     base = config or TrainConfig.preset("default")
     rows: list[dict[str, Any]] = []
-    with torch_threads(threads):
+    with torch_threads_set(threads):
         import torch
 
         for n in n_envs:
@@ -375,20 +375,6 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
 # bench peers / bench learner (issue 7): dqnlab beside Stable-Baselines3 and the
 # gymnasium-2048 package, and the learner beside the machine's matrix-product speed.
 # =====================================================================================
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    """Run the body with ``torch.set_num_threads(n)`` (``None``: leave as is), then restore."""
-    import torch
-
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
 
 def interleaved_times(fns: dict[str, Callable[[], Any]], rounds: int = 7, min_time: float = 0.1,
                       clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
@@ -742,7 +728,7 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
     config = TrainConfig.preset(preset, seed=seed, total_env_steps=10 ** 9, **setting["overrides"])
     n = config.n_envs
     warmup = max(n, -(-warmup // n) * n)
-    with torch_threads(threads):
+    with torch_threads_set(threads):
         learner = Learner(config)
         learner.run(warmup)
         kwargs, mapping = sb3_dqn_settings(config, warmup)
@@ -871,7 +857,7 @@ def bench_peers(presets: Sequence[str] = ("seed", "default"), seconds: float = 2
     from .schemes import SCHEMES
 
     out: dict[str, Any] = {"machine": machine_info(), "threads": threads}
-    with torch_threads(threads):
+    with torch_threads_set(threads):
         out["game"] = bench_game(seconds=game_seconds, seed=seed)
     out["update"] = bench_update(repeats=3, min_time=update_min_time, seed=seed, keras=keras)
     if schemes is None:
@@ -888,7 +874,7 @@ def bench_peers(presets: Sequence[str] = ("seed", "default"), seconds: float = 2
         res["schemes"] = []
         for scheme in schemes:
             try:
-                with torch_threads(threads):
+                with torch_threads_set(threads):
                     row = scheme_rate(scheme, preset, workers=workers, seconds=scheme_seconds, seed=seed,
                                       warmup=warmup)
             except Exception as e:  # noqa: BLE001 - one failing scheme must not lose the other rows
@@ -1043,7 +1029,8 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
         ("clip gradient norm: nn.utils.clip_grad_norm_ -> own", lambda: torch.nn.utils.clip_grad_norm_(scratch, 1e9),
          lambda: _clip_grad_norm(scratch, 1e9)),
         ("clear gradients: optimizer.zero_grad -> loop", zero_grad_stock, zero_grad_loop),
-        (f"encode {n} boards: " + ("F.one_hot -> identity rows (index_select)" if c.encoding == "onehot" else "exp2 -> table lookup"),
+        (f"encode {n} boards: "
+         + ("F.one_hot -> identity rows (index_select)" if c.encoding == "onehot" else "exp2 -> table lookup"),
          lambda: plain.encode(boards), lambda: agent.online.encode(boards)),
     ]
     def autograd_gradients() -> None:
@@ -1189,7 +1176,7 @@ def bench_learner(presets: Sequence[str] = ("default", "seed"), threads: int | N
     out: dict[str, Any] = {"machine": machine_info(), "threads": threads, "clock": clock_name,
                            "matmul_n": matmul_n, "presets": []}
     mat_a, mat_b, mat_out = torch.randn(matmul_n, matmul_n), torch.randn(matmul_n, matmul_n), torch.empty(0)
-    with torch_threads(threads):
+    with torch_threads_set(threads):
         for preset in presets:
             config = TrainConfig.preset(preset, seed=seed)
             agent, buffer = _seed_minibatch(config, seed)

@@ -16,7 +16,7 @@ from ..results import RunResult
 from . import actors, averaged, independent, serial, shared, sharded
 from .base import deferred_interrupt
 from .cluster import BACKENDS, CLUSTER_SCHEMES, backend_context
-from .parallel import DivergedError, WorkerError
+from .parallel import DivergedError, WorkerError, torch_threads, torch_threads_set
 
 __all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES"]
 
@@ -143,7 +143,10 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         checkpointer = Checkpointer(run_dir, checkpoint_every, scheme, workers, resumed)
         options["_checkpoint"] = checkpointer  # every scheme's run takes it
     try:
-        with deferred_interrupt(), backend_context(scheme, backend, dask_scheduler, workers):
+        # this process learns too (serial, one-worker runs, the parent's share of a scheme):
+        # as many torch threads as a learner process gets (restored afterwards)
+        with deferred_interrupt(), backend_context(scheme, backend, dask_scheduler, workers), \
+                torch_threads_set(torch_threads(1)):
             result = run(config, workers=workers, progress=progress, callback=callback, **options)
     except WorkerError as e:  # DivergedError too: keep what was gathered, and the last good checkpoint
         if checkpointer is not None and e.partial is not None:

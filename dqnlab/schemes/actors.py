@@ -101,6 +101,7 @@ from .parallel import (
     check_int,
     drive_tasks,
     split_budget,
+    torch_threads,
 )
 
 __all__ = ["run", "apex_epsilons", "APEX_EPSILON", "APEX_ALPHA", "ACTOR_EPSILONS"]
@@ -174,7 +175,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     learner_threads : int, optional
         PyTorch threads of the learner during the run (restored afterwards). Default:
         the cores the actors leave, ``max(1, cores - workers)``, when the actors run
-        on this machine; unchanged when they run on a Dask cluster.
+        on this machine, and at most :func:`~dqnlab.schemes.parallel.torch_threads`
+        ``(1)`` (1 under passive OpenMP waiting); unchanged when they run on a Dask cluster.
 
     Returns
     -------
@@ -238,7 +240,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     options = {"weights_every": weights_every, "min_replay_ratio": min_ratio,
                "actor_epsilon": actor_epsilon if isinstance(actor_epsilon, str) else list(epsilons),
                "lockstep": lockstep}
-    threads = learner_threads or (None if remote else max(1, joblib.cpu_count() - workers))
+    threads = learner_threads or (None if remote else min(torch_threads(1), max(1, joblib.cpu_count() - workers)))
     learner = _Learner(config, workers, weights_every, min_ratio, lockstep)
     resumed = _checkpoint.state if _checkpoint is not None else None
     if resumed is not None:
