@@ -106,6 +106,10 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     While a run is going on in the main thread, the first Ctrl-C ends it cleanly
     (status ``"interrupted"``: workers stopped, data kept, final checkpoint written)
     and a second one interrupts at once.
+
+    During the run this process uses :func:`~dqnlab.schemes.parallel.torch_threads`
+    ``(1)`` PyTorch threads (1 under dqnlab's default passive OpenMP waiting; see
+    there why); the caller's setting is restored afterwards.
     """
     resumed = None
     if resume is not None:
