@@ -720,24 +720,11 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
         load()
 
     def serve_checkpoint(n: int) -> None:
-        """Send the transitions held, then the state; wait for ``checkpointed`` (or stop),
-        carrying out weights / pause orders that come meanwhile (as Channel.serve_checkpoint)."""
+        """Send the transitions held, then answer checkpoint ``n`` (Channel.serve_checkpoint),
+        carrying out weights / pause orders that come meanwhile."""
         if chunk or rows:
             flush()
-        t0 = time.perf_counter()
-        ch.send("state", {"id": n, "state": state()})
-        while not ch.stopped:
-            try:
-                msg = ch.outbox.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            if msg[0] == "stop":
-                ch.stopped = True
-            elif msg[0] == "checkpointed" and msg[1] == n:
-                break
-            elif msg[0] in ("weights", "pause", "go"):
-                apply([msg])
-        timing["waiting"] += time.perf_counter() - t0
+        timing["waiting"] += ch.serve_checkpoint(n, other=lambda msg: apply([msg]))
 
     def take_orders() -> None:
         nonlocal last_orders

@@ -538,28 +538,32 @@ class Channel:
                 self.stopped = True
             return msg
 
-    def serve_checkpoint(self) -> float:
-        """Answer a pending checkpoint request (call after :meth:`poll`, between steps).
+    def serve_checkpoint(self, n: int | None = None, other: Callable[[tuple], Any] | None = None) -> float:
+        """Answer checkpoint request ``n`` (default: the pending one, seen by :meth:`poll`;
+        call between steps).
 
         Sends ``("state", {"id": n, "state": state()})`` and blocks until the parent has
         the states of all workers and says ``("checkpointed", n)`` (or stop), so that
-        the checkpoint is one consistent cut of the run. Returns the seconds spent.
+        the checkpoint is one consistent cut of the run. Other orders that arrive
+        meanwhile go to ``other`` (dropped without it). Returns the seconds spent.
         """
-        if self.checkpoint_id is None:
-            return 0.0
+        if n is None:
+            if self.checkpoint_id is None:
+                return 0.0
+            n, self.checkpoint_id = self.checkpoint_id, None
         t0 = time.perf_counter()
-        n, self.checkpoint_id = self.checkpoint_id, None
         self._send_state(n)
-        while True:
+        while not self.stopped:
             try:
                 msg = self.outbox.get(timeout=1.0)
             except queue.Empty:
                 continue
             if msg[0] == "stop":
                 self.stopped = True
+            elif msg[0] == "checkpointed" and msg[1] == n:
                 break
-            if msg[0] == "checkpointed" and msg[1] == n:
-                break
+            elif other is not None:
+                other(msg)
         return time.perf_counter() - t0
 
     def _send_state(self, n: int) -> None:
