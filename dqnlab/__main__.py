@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -52,7 +53,7 @@ def _actor_epsilon(text: str):
 #: Scheme options of ``train``: keyword argument -> command-line flag. Each is passed
 #: only when given, and only to a scheme that takes it.
 _SCHEME_FLAGS = {"sync": "--sync", "sync_every": "--sync-every", "final_fraction": "--final-fraction",
-                 "temperature": "--temperature", "lock": "--lock/--no-lock", "optimizer": "--optimizer",
+                 "temperature": "--temperature", "lock": "--lock/--no-lock",
                  "weights_every": "--weights-every", "min_replay_ratio": "--min-replay-ratio",
                  "actor_epsilon": "--actor-epsilon", "lockstep": "--lockstep"}
 
@@ -83,6 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--n-envs", type=_positive_int, help="boards stepped at once per process")
     t.add_argument("--replay-ratio", type=_nonneg_float, metavar="R",
                    help="minibatch samples trained per env step (default: the preset's)")
+    t.add_argument("--network", choices=["mlp", "cnn", "ntuple"], help="Q-function family (default: the preset's)")
+    t.add_argument("--ntuples", choices=["4x6", "2x4+2x6", "17x4"],
+                   help="ntuple: the tuple set (4x6: 268 MB of tables; 17x4: 4.5 MB, cheap to ship between processes)")
+    t.add_argument("--afterstate", action=argparse.BooleanOptionalAction, default=None,
+                   help="learn values of afterstates, Q(s, a) = r + V(afterstate) (default: the preset's)")
+    t.add_argument("--augment-symmetry", action=argparse.BooleanOptionalAction, default=None,
+                   help="mlp, cnn: train on randomly rotated/reflected minibatches (default: the preset's)")
+    t.add_argument("--optimizer", choices=["adam", "sgd"], help="optimiser (default: the preset's; ntuple: sgd)")
+    t.add_argument("--lr", type=_positive_float, help="learning rate per update (default: the preset's)")
     t.add_argument("--backend", choices=["loky", "dask"],
                    help="where the workers run: loky (local processes, the default) or dask (a dask.distributed "
                         "cluster; needs the 'cluster' extra). Not for serial or shared")
@@ -111,8 +121,6 @@ def _parser() -> argparse.ArgumentParser:
                     help="independent with --sync weighted: softmax temperature in points of score (default 500)")
     so.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
                     help="shared: serialise updates with a lock (default), or --no-lock for Hogwild")
-    so.add_argument("--optimizer", metavar="{adam,sgd}", help="sharded, averaged: optimiser of the workers' "
-                    "steps (default adam)")
     so.add_argument("--weights-every", type=_positive_int, metavar="N",
                     help="actors: learner updates between weight broadcasts to the actors (default 50)")
     so.add_argument("--min-replay-ratio", type=_nonneg_float, metavar="R",
@@ -131,24 +139,35 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print JSON")
 
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
-    b.add_argument("what", choices=["env", "update", "scaling", "acting", "peers", "learner"],
+    b.add_argument("what", choices=["env", "update", "scaling", "acting", "peers", "learner", "learning"],
                    help="env: moves/s of the game; update: legacy vs batched; "
                         "scaling: env steps/s, updates/s and time split of schemes x worker counts; "
                         "acting: env steps/s of one process's acting at each --n-envs (vectorised acting); "
                         "peers: dqnlab beside Stable-Baselines3 and gymnasium-2048 (extra 'bench'); "
-                        "learner: GFLOP/s of an update beside a large matrix product, before/after tuning")
+                        "learner: GFLOP/s of an update beside a large matrix product, before/after tuning; "
+                        "learning: greedy score of 1,000 games at points of a training budget, and the minutes "
+                        "to a player (mean 10,000; 2048 in half the games)")
     b.add_argument("--json", action="store_true", help="print JSON")
-    b.add_argument("--schemes", help="scaling: comma-separated schemes (default serial,independent,shared,"
-                                     "sharded,averaged)")
-    b.add_argument("--workers", help="scaling: comma-separated worker counts (default 1,2)")
+    b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (default serial,independent,shared,"
+                                     "sharded,averaged; learning: serial,shared)")
+    b.add_argument("--workers", help="scaling, learning: comma-separated worker counts (default 1,2)")
+    b.add_argument("--presets", help="learning: comma-separated presets (default default,cnn,mlp)")
+    b.add_argument("--minutes", type=_positive_float, help="learning: training budget of each configuration "
+                                                           "(default 10)")
+    b.add_argument("--games", type=_positive_int, help="learning: greedy games per evaluation (default 1000)")
+    b.add_argument("--seeds", help="learning: comma-separated training seeds (default 0)")
+    b.add_argument("--figure", type=Path, metavar="PNG", help="learning: also save the curves there "
+                                                              "(e.g. docs/learning.png)")
+    b.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
+                   help="learning: the shared scheme's lock (default locked; --no-lock: Hogwild)")
     b.add_argument("--seconds", type=_positive_float, help="scaling: seconds of each run (default 20)")
     b.add_argument("--eval-games", type=_nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")
     b.add_argument("--n-envs", dest="bench_n_envs", metavar="N,N,...",
                    help="acting: comma-separated boards stepped at once (default 1,8,64)")
     b.add_argument("--write", type=Path, metavar="PATH",
-                   help="peers, learner: also write the results as markdown into PATH (its own section; "
-                        "e.g. docs/benchmarks.md)")
+                   help="peers, learner, learning: also write the results as markdown into PATH (its own section; "
+                        "e.g. docs/benchmarks.md, docs/learning.md)")
     b.add_argument("--threads", type=_positive_int, default=1,
                    help="peers, learner: PyTorch threads of the measuring process (default 1)")
     b.add_argument("--quick", action="store_true", help="peers, learner: tiny budgets, for a first look")
@@ -175,8 +194,9 @@ def _config_from_args(args: argparse.Namespace):
         overrides["batch_size"] = args.batch_size
     if args.n_envs is not None:
         overrides["n_envs"] = args.n_envs
-    if args.replay_ratio is not None:
-        overrides["replay_ratio"] = args.replay_ratio
+    for name in ("replay_ratio", "network", "ntuples", "afterstate", "augment_symmetry", "optimizer", "lr"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
     return TrainConfig.preset(args.preset or "default", **overrides)
 
 
@@ -275,7 +295,9 @@ def _resume_config(args: argparse.Namespace):
     from .config import TrainConfig
 
     fixed = {"--preset": args.preset, "--seed": args.seed, "--batch-size": args.batch_size, "--n-envs": args.n_envs,
-             "--replay-ratio": args.replay_ratio}
+             "--replay-ratio": args.replay_ratio, "--network": args.network, "--ntuples": args.ntuples,
+             "--afterstate": args.afterstate,
+             "--augment-symmetry": args.augment_symmetry, "--optimizer": args.optimizer, "--lr": args.lr}
     given = [flag for flag, value in fixed.items() if value is not None]
     if given:
         raise ValueError(f"{', '.join(given)} cannot be combined with --resume: a resumed run keeps its config "
@@ -340,9 +362,15 @@ def _int_list(text: str | None, default: str, flag: str) -> list[int]:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import bench_env, bench_scaling, bench_update
 
+    if args.what == "learning":
+        return _cmd_bench_learning(args)
+    if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.figure, args.lock)):
+        raise ValueError("--presets, --minutes, --games, --seeds, --figure and --lock/--no-lock apply only to "
+                         "'bench learning'")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
-        raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling'")
+        raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling' "
+                         "(--schemes and --workers also to 'bench learning')")
     if args.what != "acting" and args.bench_n_envs is not None:
         raise ValueError("--n-envs applies only to 'bench acting'")
     if args.what in ("peers", "learner"):
@@ -361,7 +389,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             cols = ["scheme", "workers", "env_steps_per_s", "updates_per_s", "acting", "learning", "communication",
                     "speedup_vs_serial"] + (["greedy_score_mean"] if args.eval_games else [])
             _print_table([{c: r[c] for c in cols} for r in rows])
-            print(f"each row: one run of {seconds:g} s (default preset, learning_starts {rows[0]['learning_starts']:,} "
+            print(f"each row: one run of {seconds:g} s (mlp preset, learning_starts {rows[0]['learning_starts']:,} "
                   f"per learner); acting / learning / communication: fractions of the time split, summed over "
                   f"workers; speedup: env steps/s over serial's")
     elif args.what == "acting":
@@ -391,6 +419,51 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_learning(args: argparse.Namespace) -> int:
+    from .bench import write_section
+    from .bench_learning import bench_learning, learning_figure, learning_markdown
+
+    if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
+            or args.no_keras or args.compile or args.threads != 1:
+        raise ValueError("bench learning takes --presets, --schemes, --workers, --minutes, --games, --seeds, "
+                         "--lock/--no-lock, --write, --figure and --json")
+    from .config import PRESETS
+
+    presets = _csv(args.presets, "default,cnn,mlp")
+    unknown = [p for p in presets if p not in PRESETS]
+    if unknown:
+        raise ValueError(f"--presets must name presets among {sorted(PRESETS)}, got {unknown}")
+    seeds = [int(x) for x in _csv(args.seeds, "0") if x.isdigit()]
+    if len(seeds) != len(_csv(args.seeds, "0")):
+        raise ValueError(f"--seeds must be comma-separated integers >= 0, got {args.seeds!r}")
+    schemes = _csv(args.schemes, "serial,shared")
+    if args.lock is not None and "shared" not in schemes:
+        raise ValueError("--lock/--no-lock applies only with the shared scheme in --schemes")
+    options = {"shared": {"lock": args.lock}} if args.lock is not None else None
+    res = bench_learning(presets, schemes, _int_list(args.workers, "1,2", "--workers"),
+                         minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds, options=options,
+                         progress=not args.json)
+    command = "python -m dqnlab bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else ["learning"])
+    if args.figure is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        args.figure.parent.mkdir(parents=True, exist_ok=True)
+        learning_figure(res).savefig(args.figure, dpi=100)
+    if args.write is not None:
+        figure = None if args.figure is None else os.path.relpath(args.figure, args.write.parent)
+        write_section(args.write, f"learning {res['minutes']:g} min", learning_markdown(res, command, figure))
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        _print_table([{k: r[k] for k in ("preset", "scheme", "options", "workers", "seed", "minutes", "env_steps",
+                                        "score_mean", "reach_1024", "reach_2048", "reach_4096")}
+                      for r in res["rows"]])
+        print()
+        _print_table(res["time_to_player"])
+    return 0
+
+
 def _cmd_bench_peers_learner(args: argparse.Namespace) -> int:
     from . import bench
 
@@ -405,7 +478,7 @@ def _cmd_bench_peers_learner(args: argparse.Namespace) -> int:
         res = bench.bench_peers(threads=args.threads, **{"keras": not args.no_keras, **quick})
         text = bench.peers_markdown(res, command)
     else:
-        quick = dict(presets=("default",), rounds=3, min_time=0.05, matmul_n=1024) if args.quick else {}
+        quick = dict(presets=("mlp",), rounds=3, min_time=0.05, matmul_n=1024) if args.quick else {}
         res = bench.bench_learner(threads=args.threads, compile=args.compile, **quick)
         text = bench.learner_markdown(res, command)
     print(json.dumps(res, indent=2, default=str) if args.json else text)

@@ -1,4 +1,4 @@
-"""The DQN agent: a Q-network over 2048 boards, epsilon-greedy acting, batched updates.
+"""The DQN agent: a Q-function over 2048 boards, epsilon-greedy acting, batched updates.
 
 References
 ----------
@@ -6,6 +6,9 @@ References
   *Nature* 518 (2015) 529-533.
 * Double DQN: van Hasselt, Guez and Silver, "Deep Reinforcement Learning with Double
   Q-learning", AAAI 2016.
+* Afterstates: Sutton and Barto, *Reinforcement Learning: An Introduction* (2nd ed.
+  2018), section 6.8; for 2048, Szubert and Jaskowski, "Temporal difference learning
+  of N-tuple networks for the game 2048", IEEE CIG 2014 (TD(0) on afterstates, gamma 1).
 * Layout after CleanRL's ``dqn.py`` (the update reads top to bottom).
 """
 
@@ -20,169 +23,15 @@ from torch.nn import functional as F
 from torch.optim import optimizer as _optim_module
 
 from .config import TrainConfig
+from .env import _move_batch_unchecked
+from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
 from .replay import Minibatch
+from .symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
 
-__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "transform_rewards", "N_EXPONENTS", "EMBEDDING_MIN_BATCH"]
+__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "transform_rewards", "afterstates", "N_EXPONENTS",
+           "EMBEDDING_MIN_BATCH"]
 
-N_EXPONENTS = 18  # board exponents 0..17
-N_CELLS = 16
-
-# Column of the one-hot input that cell c with exponent k switches on: c * 18 + k.
-_ONEHOT_OFFSETS = torch.arange(N_CELLS, dtype=torch.int64) * N_EXPONENTS
-# Row k is the one-hot code of exponent k.
-_IDENTITY = torch.eye(N_EXPONENTS, dtype=torch.float32)
-# Raw input value of exponent k: the tile value 2**k (0 for an empty cell); exact in float32.
-_RAW_VALUES = torch.tensor([0.0] + [2.0 ** k for k in range(1, N_EXPONENTS)], dtype=torch.float32)
-#: Batches of at least this many boards take the one-hot first layer as an embedding sum
-#: (a gather of 16 weight columns per board) instead of a dense product with the one-hot
-#: matrix; smaller batches (acting) take the dense product, which is faster there.
-#: Measured with ``python -m dqnlab bench learner`` (see docs/benchmarks.md).
-EMBEDDING_MIN_BATCH = 128
-
-
-def _one_hot_columns(boards: torch.Tensor) -> torch.Tensor:
-    """``(N, 4, 4)`` uint8 exponents -> ``(N, 16)`` int64 columns ``cell * 18 + exponent``."""
-    return boards.reshape(len(boards), N_CELLS).long() + _ONEHOT_OFFSETS
-
-
-def _one_hot(boards: torch.Tensor) -> torch.Tensor:
-    """``(N, 4, 4)`` uint8 exponents -> ``(N, 288)`` float32 one-hot rows (16 ones each):
-    each cell's row of the 18 x 18 identity, gathered in one ``index_select``."""
-    return _IDENTITY.index_select(0, boards.reshape(-1).long()).reshape(len(boards), N_CELLS * N_EXPONENTS)
-
-
-def _raw(boards: torch.Tensor) -> torch.Tensor:
-    """``(N, 4, 4)`` uint8 exponents -> ``(N, 16)`` float32 tile values (0 for empty)."""
-    return torch.take(_RAW_VALUES, boards.reshape(len(boards), N_CELLS).long())
-
-
-class _OneHotLinear(torch.autograd.Function):
-    """``one_hot(columns) @ weight.T + bias`` without building the one-hot matrix forward.
-
-    Row ``i`` of the product is the sum of the 16 weight columns that board ``i``
-    switches on, so the forward pass is an embedding sum (``embedding_bag``) over the
-    transposed weight: 16 x H additions per board instead of 288 x H multiply-adds.
-    The weight gradient ``grad.T @ one_hot`` is a dense product again (faster on CPU
-    than scattering rows); the columns get no gradient. Same result as the dense
-    layer up to float32 rounding (the sum is taken in a different order).
-    """
-
-    @staticmethod
-    def forward(ctx: Any, columns: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(columns)
-        ctx.n_inputs = weight.shape[1]
-        # the rows of the embedding are the weight's columns; NumPy copies the transpose
-        # about twice as fast as Tensor.contiguous() on CPU (python -m dqnlab bench learner)
-        rows = torch.from_numpy(np.ascontiguousarray(weight.detach().numpy().T))
-        return F.embedding_bag(columns, rows, mode="sum").add_(bias)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor | None, torch.Tensor | None]:
-        (columns,) = ctx.saved_tensors
-        grad_weight = grad_bias = None
-        if ctx.needs_input_grad[1]:
-            one_hot = grad.new_zeros(len(columns), ctx.n_inputs).scatter_(1, columns, 1.0)
-            grad_weight = grad.t().mm(one_hot)
-        if ctx.needs_input_grad[2]:
-            grad_bias = grad.sum(0)
-        return None, grad_weight, grad_bias
-
-
-_relu_backward = torch.ops.aten.threshold_backward  # grad where the ReLU's output > 0, else 0
-
-
-class QNetwork(nn.Module):
-    """Multi-layer perceptron mapping boards to four action values.
-
-    Parameters
-    ----------
-    encoding : {"onehot", "raw"}
-        ``"onehot"``: each of the 16 cells one-hot over exponents 0-17 (288 inputs);
-        ``"raw"``: the 16 tile values as floats (the user's original input).
-    hidden : tuple of int
-        Units of each hidden ReLU layer.
-
-    Notes
-    -----
-    ``forward`` takes a ``(N, 4, 4)`` uint8 tensor of exponents and returns ``(N, 4)``
-    float32 Q-values, one per action (0 up, 1 right, 2 down, 3 left).
-
-    The parameters live in ``mlp`` (an ``nn.Sequential`` of ``Linear`` and ``ReLU``),
-    but ``forward`` walks the ``Linear`` layers itself (one ``F.linear`` and an in-place
-    ReLU per layer, no module-call overhead), and with the one-hot encoding and at
-    least :data:`EMBEDDING_MIN_BATCH` boards it computes the first layer as an
-    embedding sum. Both give the result of ``mlp(encode(boards))`` up to float32
-    rounding; ``python -m dqnlab bench learner`` measures what each saves.
-    """
-
-    def __init__(self, encoding: str = "onehot", hidden: tuple[int, ...] = (256, 256)):
-        super().__init__()
-        if encoding not in ("onehot", "raw"):
-            raise ValueError(f"encoding must be 'onehot' or 'raw', got {encoding!r}")
-        self.encoding = encoding
-        self._encode = _one_hot if encoding == "onehot" else _raw
-        sizes = [N_CELLS * N_EXPONENTS if encoding == "onehot" else N_CELLS, *hidden]
-        layers: list[nn.Module] = []
-        for a, b in zip(sizes[:-1], sizes[1:]):
-            layers += [nn.Linear(a, b), nn.ReLU()]
-        layers.append(nn.Linear(sizes[-1], 4))
-        self.mlp = nn.Sequential(*layers)
-        self._linears = tuple(m for m in self.mlp if isinstance(m, nn.Linear))
-
-    def encode(self, boards: torch.Tensor) -> torch.Tensor:
-        """The network's input: ``(N, 4, 4)`` uint8 -> ``(N, 288)`` one-hot or ``(N, 16)`` raw float32."""
-        return self._encode(boards)
-
-    def forward(self, boards: torch.Tensor) -> torch.Tensor:
-        return self._forward(boards)
-
-    def _forward(self, boards: torch.Tensor, inputs: list[torch.Tensor | None] | None = None) -> torch.Tensor:
-        """``forward``; if ``inputs`` is a list, append each ``Linear`` layer's input to it
-        (None for a one-hot first layer taken as an embedding sum), for :meth:`backprop`."""
-        first, *rest = self._linears
-        if self.encoding == "onehot" and len(boards) >= EMBEDDING_MIN_BATCH:
-            x = _OneHotLinear.apply(_one_hot_columns(boards), first.weight, first.bias)
-            encoded = None
-        else:
-            encoded = self._encode(boards)
-            x = F.linear(encoded, first.weight, first.bias)
-        if inputs is not None:
-            inputs.append(encoded)
-        for layer in rest:
-            x = torch.relu_(x)
-            if inputs is not None:
-                inputs.append(x)
-            x = F.linear(x, layer.weight, layer.bias)
-        return x
-
-    def backprop(self, boards: torch.Tensor, inputs: list[torch.Tensor | None], grad: torch.Tensor) -> None:
-        """Set each parameter's ``.grad`` (replacing it) to the gradient of a loss whose
-        gradient with respect to this network's output is ``grad``.
-
-        Backpropagation written out for this MLP (Rumelhart, Hinton and Williams, 1986):
-        per layer from the last, ``dW = grad.T @ input``, ``db = grad.sum(0)``, then
-        ``grad = (grad @ W) * (input > 0)`` through the ReLU. No autograd graph is built:
-        for the small matrices of DQN on a CPU that saves much of autograd's
-        per-operation overhead (gradients 1.1-1.3x faster in ``bench learner``), with
-        the same gradient as ``loss.backward()`` up to float32 rounding.
-
-        Parameters
-        ----------
-        boards : torch.Tensor
-            ``(N, 4, 4)`` uint8, the boards of the forward pass.
-        inputs : list
-            Filled by ``_forward(boards, inputs)`` in that pass (under ``torch.no_grad``).
-        grad : torch.Tensor
-            ``(N, 4)`` float32 gradient of the loss with respect to the output.
-        """
-        with torch.no_grad():
-            for layer, x in zip(reversed(self._linears), reversed(inputs)):
-                if x is None:  # the one-hot input, not built in the forward pass
-                    x = _one_hot(boards)
-                layer.weight.grad = grad.t().mm(x)
-                layer.bias.grad = grad.sum(0)
-                if layer is not self._linears[0]:
-                    grad = _relu_backward(grad.mm(layer.weight), x, 0.0)
+_ALL_ACTIONS = np.arange(4)
 
 
 def _adam(params: Any, lr: float) -> torch.optim.Adam:
@@ -206,9 +55,45 @@ def _clip_grad_norm(params: Any, max_norm: float) -> None:
     torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
 
 
+def _no_hooks(optimizer: torch.optim.Optimizer) -> bool:
+    return not (optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+                or _optim_module._global_optimizer_pre_hooks or _optim_module._global_optimizer_post_hooks)
+
+
+def _sparse_sgd_step(groups: list[dict[str, Any]]) -> bool:
+    """Plain SGD (``p -= lr * grad``) with row-sparse gradients as one flat ``index_add_`` per
+    parameter; returns False, doing nothing, unless every group is plain SGD (float lr, no
+    momentum, weight decay, maximize or differentiable) and some gradient is sparse.
+
+    ``torch.optim.SGD`` adds a sparse COO gradient to its dense parameter as a sparse
+    tensor, about 10x slower than a flat ``index_add_`` for an n-tuple minibatch (8,192
+    rows of a 67M-row table; measured on the 2-core CPU). The result is the same up to
+    the order in which repeated rows are summed.
+    """
+    plain = all(isinstance(g["lr"], float) and not g["momentum"] and not g["weight_decay"] and not g["maximize"]
+                and not g.get("differentiable") for g in groups)
+    if not plain or not any(p.grad is not None and p.grad.is_sparse for g in groups for p in g["params"]):
+        return False
+    with torch.no_grad():
+        for g in groups:
+            for p in g["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if not grad.is_sparse:
+                    p.add_(grad, alpha=-g["lr"])
+                    continue
+                rows, values = grad._indices()[0], grad._values()
+                width = values[0].numel() if len(values) else 1
+                flat = rows if width == 1 else (rows[:, None] * width + torch.arange(width)).reshape(-1)
+                p.view(-1).index_add_(0, flat, values.reshape(-1), alpha=-g["lr"])
+    return True
+
+
 def _optimizer_step(optimizer: torch.optim.Optimizer) -> None:
     """``optimizer.step()``; for dqnlab's own fused Adam, the same kernel call without the
-    per-call Python work around it (hooks, state checks, grouping by device and dtype).
+    per-call Python work around it (hooks, state checks, grouping by device and dtype);
+    for plain SGD with sparse gradients (n-tuple networks), :func:`_sparse_sgd_step`.
 
     The direct call is taken only for a plain ``torch.optim.Adam`` with ``fused=True``, one
     parameter group of float hyperparameters, no hooks, and every parameter's gradient
@@ -218,9 +103,9 @@ def _optimizer_step(optimizer: torch.optim.Optimizer) -> None:
     kernel signature differs -- goes through ``optimizer.step()``.
     """
     groups = optimizer.param_groups
-    fast = (_FUSED_ADAM["ok"] and type(optimizer) is torch.optim.Adam and len(groups) == 1
-            and not optimizer._optimizer_step_pre_hooks and not optimizer._optimizer_step_post_hooks
-            and not _optim_module._global_optimizer_pre_hooks and not _optim_module._global_optimizer_post_hooks)
+    if _no_hooks(optimizer) and type(optimizer) is torch.optim.SGD and _sparse_sgd_step(groups):
+        return
+    fast = _FUSED_ADAM["ok"] and type(optimizer) is torch.optim.Adam and len(groups) == 1 and _no_hooks(optimizer)
     if fast:
         g = groups[0]
         params = g["params"]
@@ -297,13 +182,35 @@ def transform_rewards(config: TrainConfig, rewards: np.ndarray) -> np.ndarray:
     return r
 
 
-class DQNAgent:
-    """Online and target Q-networks, an Adam optimiser, and the DQN update.
+def afterstates(config: TrainConfig, boards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every move's afterstate and reward for a batch of boards.
 
     Parameters
     ----------
     config : TrainConfig
-        Network, loss, discount and target-sync settings are read from it.
+        ``reward_transform`` is applied to the points.
+    boards : (N, 4, 4) uint8
+
+    Returns
+    -------
+    after : (N, 4, 4, 4) uint8
+        ``after[i, a]``: board ``i`` after move ``a``, before the spawn (the board
+        itself where the move changes nothing).
+    rewards : (N, 4) float32
+        Points of each move, transformed as the learner sees them.
+    """
+    n = len(boards)
+    after, points, _ = _move_batch_unchecked(np.repeat(boards, 4, axis=0), np.tile(_ALL_ACTIONS, n))
+    return after.reshape(n, 4, 4, 4), transform_rewards(config, points).reshape(n, 4)
+
+
+class DQNAgent:
+    """Online and target networks, an optimiser, and the DQN update.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        Network, optimiser, loss, discount, afterstate and target-sync settings are read from it.
     seed : int
         Seeds the network initialisation and the exploration randomness.
 
@@ -311,26 +218,54 @@ class DQNAgent:
     ----------
     updates : int
         Updates done so far.
-    online, target : QNetwork
+    online, target : torch.nn.Module
+        Networks from :func:`dqnlab.networks.make_network`: 4 outputs (Q-values), or 1
+        (an afterstate value) with ``config.afterstate``. With ``target_update == 1`` the
+        target is synced after every update, which is the online network itself, so
+        ``target is online`` (no copy: an n-tuple table is hundreds of MB).
+    optimizer : torch.optim.Optimizer
+        Adam (fused) or plain SGD, per ``config.optimizer``.
+
+    Notes
+    -----
+    With ``config.afterstate`` the network learns the value V of afterstates and
+    ``Q(s, a) = r(s, a) + V(afterstate(s, a))``: the game's move is deterministic and
+    only the spawn is random, so the move's points need not be learned (Sutton and Barto
+    2018, section 6.8; Szubert and Jaskowski 2014). See :meth:`td_targets`.
     """
 
     def __init__(self, config: TrainConfig, seed: int = 0):
         self.config = config
         self.rng = np.random.default_rng(seed)
+        outputs = 1 if config.afterstate else 4
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            self.online = QNetwork(config.encoding, config.hidden)
-        self.target = QNetwork(config.encoding, config.hidden)
-        self.target.load_state_dict(self.online.state_dict())
-        self.target.requires_grad_(False)
-        self.optimizer = _adam(self.online.parameters(), config.lr)
+            self.online = make_network(config, outputs)
+        if config.target_update == 1:
+            self.target = self.online
+        else:
+            self.target = make_network(config, outputs)
+            self.target.load_state_dict(self.online.state_dict())
+            self.target.requires_grad_(False)
+        if config.optimizer == "sgd":
+            self.optimizer: torch.optim.Optimizer = torch.optim.SGD(self.online.parameters(), lr=config.lr)
+        else:
+            self.optimizer = _adam(self.online.parameters(), config.lr)
         self.updates = 0
 
     # ------------------------------------------------------------------ acting
     def q_values(self, boards: np.ndarray) -> np.ndarray:
-        """Q-values of the online network: ``(N, 4, 4)`` uint8 -> ``(N, 4)`` float32."""
+        """Q-values of the online network: ``(N, 4, 4)`` uint8 -> ``(N, 4)`` float32.
+
+        With ``config.afterstate``: ``r(s, a) + V(afterstate(s, a))`` for each move
+        (a move that changes nothing gets the value of the board itself: mask it).
+        """
         with torch.no_grad():
-            return self.online(torch.from_numpy(np.ascontiguousarray(boards))).numpy()
+            if not self.config.afterstate:
+                return self.online(torch.from_numpy(np.ascontiguousarray(boards))).numpy()
+            after, rewards = afterstates(self.config, boards)
+            values = self.online(torch.from_numpy(after.reshape(-1, 4, 4))).numpy().reshape(len(boards), 4)
+            return rewards + values
 
     def act(self, boards: np.ndarray, masks: np.ndarray, epsilon: float) -> np.ndarray:
         """Epsilon-greedy actions for a batch of boards.
@@ -359,28 +294,62 @@ class DQNAgent:
         return np.where(masks, scores, -np.inf).argmax(axis=1)
 
     # ---------------------------------------------------------------- learning
-    def _tensors(self, batch: Minibatch) -> tuple[torch.Tensor, ...]:
-        return tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in batch)
+    def augment(self, batch: Minibatch) -> Minibatch:
+        """The minibatch with each transition under a random one of the 8 board symmetries
+        (``config.augment_symmetry``; else the batch itself).
+
+        Boards and next boards are transformed alike, the action and the legal-move
+        mask of the next board are permuted to match (:mod:`dqnlab.symmetry`), rewards
+        and game-over flags are unchanged: the transformed transition is one the game
+        could have produced, with the same probability.
+        """
+        if not self.config.augment_symmetry:
+            return batch
+        g = self.rng.integers(0, 8, size=len(batch.actions))
+        masks = np.empty_like(batch.next_masks)
+        np.put_along_axis(masks, ACTION_PERMUTATIONS[g], batch.next_masks, axis=1)
+        return Minibatch(transform_boards(batch.boards, g), transform_actions(batch.actions, g), batch.rewards,
+                         transform_boards(batch.next_boards, g), batch.dones, masks)
 
     def td_targets(self, batch: Minibatch, online_next: torch.Tensor | None = None) -> torch.Tensor:
-        """``(B,)`` float32 bootstrapped targets ``r + gamma (1 - done) Q_target(s', a*)``.
+        """``(B,)`` float32 bootstrapped targets.
 
-        ``a*`` is the target net's argmax (DQN) or the online net's (Double DQN),
-        over legal actions of ``s'`` when ``config.mask_illegal``. ``online_next``:
-        ``(B, 4)`` online Q-values of ``s'`` if already computed (Double DQN).
+        Plain DQN: ``y = r + gamma (1 - done) Q_target(s', a*)`` (Mnih et al. 2015), with
+        ``a*`` the target net's argmax (DQN) or the online net's (Double DQN), over legal
+        actions of ``s'`` when ``config.mask_illegal``.
+
+        Afterstates (``config.afterstate``): the network is V and the transition's own
+        reward is already in Q(s, a), so the target of ``V(afterstate(s, a))`` is
+        ``y = gamma (1 - done) [r(s', a*) + V_target(afterstate(s', a*))]`` with ``a*``
+        the legal move of ``s'`` maximising ``r(s', a) + V(afterstate(s', a))`` (by the
+        online V with Double DQN, else by V_target). ``y = 0`` when the game ended (no
+        legal move); a truncated game (``max_moves``) is not ended and bootstraps. With
+        ``gamma = 1`` this is the TD(0) afterstate update of Szubert and Jaskowski (2014).
+
+        ``online_next``: ``(B, 4)`` online Q-values of ``s'`` if already computed (Double DQN).
         """
         c = self.config
-        rewards, next_boards, dones = (torch.from_numpy(np.ascontiguousarray(x))
-                                       for x in (batch.rewards, batch.next_boards, batch.dones))
+        rewards, dones = (torch.from_numpy(np.ascontiguousarray(x)) for x in (batch.rewards, batch.dones))
+        next_masks = torch.from_numpy(np.ascontiguousarray(batch.next_masks))
+        separate = self.target is not self.online
         with torch.no_grad():
-            q_next = self.target(next_boards)
-            if c.double_dqn:
-                chooser = self.online(next_boards) if online_next is None else online_next
+            if c.afterstate:
+                after, r_next = afterstates(c, batch.next_boards)
+                after_t, r_next = torch.from_numpy(after.reshape(-1, 4, 4)), torch.from_numpy(r_next)
+                q_next = self.target(after_t).reshape(-1, 4).add_(r_next)
+                chooser = (self.online(after_t).reshape(-1, 4).add_(r_next) if c.double_dqn and separate
+                           else q_next)
+                rewards = torch.zeros_like(rewards)
             else:
-                chooser = q_next
+                next_boards = torch.from_numpy(np.ascontiguousarray(batch.next_boards))
+                q_next = self.target(next_boards)
+                if c.double_dqn:
+                    chooser = (self.online(next_boards) if separate else q_next) if online_next is None \
+                        else online_next
+                else:
+                    chooser = q_next
             dead = dones  # bootstrap from s' unless the game ended (or s' has no legal move)
             if c.mask_illegal:
-                next_masks = torch.from_numpy(np.ascontiguousarray(batch.next_masks))
                 chooser = chooser.masked_fill(~next_masks, -torch.inf)
                 dead = dead | ~next_masks.any(dim=1)
             if c.double_dqn or c.mask_illegal:
@@ -389,6 +358,15 @@ class DQNAgent:
                 v_next = q_next.amax(dim=1)  # the target net's value at its own argmax
             return torch.where(dead, 0.0, v_next).mul_(c.gamma).add_(rewards)
 
+    def _trained(self, batch: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the update trains: ``(B, 4, 4)`` uint8 boards and ``(B, 1)`` int64 output
+        columns -- ``s`` and ``a`` for Q-values, ``afterstate(s, a)`` and column 0 for V."""
+        if self.config.afterstate:
+            after, _, _ = _move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
+            return torch.from_numpy(after), torch.zeros((len(after), 1), dtype=torch.int64)
+        boards, actions = (torch.from_numpy(np.ascontiguousarray(x)) for x in batch[:2])
+        return boards, actions.long()[:, None]
+
     def loss(self, batch: Minibatch, targets: torch.Tensor | None = None) -> torch.Tensor:
         """The TD loss of the online network on ``batch`` (scalar tensor with grad).
 
@@ -396,18 +374,23 @@ class DQNAgent:
         process holding the same weights); computed here when None. Only ``boards``
         and ``actions`` of ``batch`` are read when they are given.
         """
-        boards, actions = (torch.from_numpy(np.ascontiguousarray(x)) for x in batch[:2])
-        q = self.online(boards).gather(1, actions.long()[:, None]).squeeze(1)
+        boards, columns = self._trained(batch)
+        q = self.online(boards).gather(1, columns).squeeze(1)
         y = self.td_targets(batch) if targets is None else targets
         return F.smooth_l1_loss(q, y) if self.config.loss == "huber" else F.mse_loss(q, y)
 
     def compute_gradients(self, batch: Minibatch, targets: torch.Tensor | None = None) -> float:
         """Set the online net's gradients to those of the TD loss on ``batch``; return the loss.
 
-        The same loss and gradients as zeroing the gradients and calling
-        ``self.loss(batch, targets).backward()`` (up to float32 rounding), computed by
-        :meth:`QNetwork.backprop` instead of autograd, which is faster at these sizes
-        (``python -m dqnlab bench learner``). Each ``.grad`` is replaced, not accumulated.
+        The loss is :meth:`loss` (Huber or MSE between the trained output and
+        :meth:`td_targets`). For :class:`~dqnlab.networks.QNetwork` and
+        :class:`~dqnlab.networks.NTupleNetwork` the gradients are computed by their
+        written-out ``backprop`` instead of autograd, which is faster at these sizes
+        (``python -m dqnlab bench learner``) and equal to ``loss.backward()`` up to float32
+        rounding (an n-tuple network's gradient is sparse); the CNN uses autograd. Each
+        ``.grad`` is replaced, not accumulated.
+        With ``config.augment_symmetry`` and no ``targets``, the batch is first
+        :meth:`augment`-ed (a caller that passes ``targets`` augments before computing them).
 
         Parameters
         ----------
@@ -422,12 +405,20 @@ class DQNAgent:
             The TD loss (mean over ``B``). It may be NaN or infinite; the caller decides
             (nothing has been stepped yet).
         """
-        boards, actions = (torch.from_numpy(np.ascontiguousarray(x)) for x in batch[:2])
-        actions = actions.long()[:, None]
+        if targets is None:
+            batch = self.augment(batch)
+        if not hasattr(self.online, "backprop"):  # CNNetwork
+            for p in self.online.parameters():
+                p.grad = None
+            value = self.loss(batch, targets)
+            value.backward()
+            return value.item()
+        boards, columns = self._trained(batch)
         n = len(boards)
         inputs: list[torch.Tensor | None] = []
         with torch.no_grad():
-            if targets is None and self.config.double_dqn:
+            if targets is None and self.config.double_dqn and not self.config.afterstate \
+                    and self.target is not self.online:
                 # one online pass over [s; s']: Q(s) to train, Q(s') to choose a* (the activations
                 # of the first B rows are those of s, contiguous views)
                 both = torch.cat((boards, torch.from_numpy(np.ascontiguousarray(batch.next_boards))))
@@ -437,14 +428,14 @@ class DQNAgent:
             else:
                 q = self.online._forward(boards, inputs)
             y = self.td_targets(batch) if targets is None else targets
-            error = q.gather(1, actions).squeeze_(1).sub_(y)  # (B,) Q(s, a) - y
+            error = q.gather(1, columns).squeeze_(1).sub_(y)  # (B,) Q(s, a) - y
             if self.config.loss == "huber":  # smooth L1 with beta 1: d^2/2 inside [-1, 1], |d| - 1/2 outside
                 value = F.smooth_l1_loss(error, torch.zeros_like(error))
                 slope = error.clamp(-1.0, 1.0).div_(n)
             else:
                 value = error.square().mean()
                 slope = error.mul_(2.0 / n)
-            grad = torch.zeros_like(q).scatter_(1, actions, slope[:, None])
+            grad = torch.zeros_like(q).scatter_(1, columns, slope[:, None])
         self.online.backprop(boards, inputs, grad)
         return float(value)
 
@@ -534,8 +525,9 @@ class DQNAgent:
         return float(np.mean(losses))
 
     def sync_target(self) -> None:
-        """Copy the online weights into the target network."""
-        self.target.load_state_dict(self.online.state_dict())
+        """Copy the online weights into the target network (nothing to do when ``target is online``)."""
+        if self.target is not self.online:
+            self.target.load_state_dict(self.online.state_dict())
 
     # ----------------------------------------------------------------- weights
     def get_weights(self) -> dict[str, np.ndarray]:
@@ -553,7 +545,7 @@ class DQNAgent:
         own = self.online.state_dict()
         if set(weights) != set(own) or any(np.shape(weights[k]) != tuple(own[k].shape) for k in own):
             raise ValueError("weights do not match this network's parameter names and shapes")
-        self.online.load_state_dict({k: torch.as_tensor(np.asarray(v, np.float32)) for k, v in weights.items()})
+        self.online.load_state_dict({k: torch.from_numpy(np.require(v, np.float32, 'W')) for k, v in weights.items()})
         if target:
             self.sync_target()
 

@@ -228,7 +228,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     seconds : float
         Wall-clock budget of each run (> 0).
     config : TrainConfig, optional
-        Default: the ``default`` preset with ``learning_starts=2_000`` (per learner)
+        Default: the ``mlp`` preset with ``learning_starts=2_000`` (per learner)
         and ``buffer_size=50_000``, so that learning starts early in a short run.
     seed : int
     eval_games : int
@@ -276,7 +276,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
         raise ValueError(f"workers must be integers >= 1, got {workers!r}")
     if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
         raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
-    base = config or TrainConfig.preset("default", learning_starts=2_000, buffer_size=50_000)
+    base = config or TrainConfig.preset("mlp", learning_starts=2_000, buffer_size=50_000)
     cfg = base.replace(total_env_steps=None, max_seconds=float(seconds), seed=seed)
     rows: list[dict[str, Any]] = []
     for name in schemes:
@@ -328,7 +328,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
     repeats, min_time : int, float
         As in :func:`median_time` (seconds per repeat).
     config : TrainConfig, optional
-        Network and game settings; default the ``default`` preset.
+        Network and game settings; default the ``mlp`` preset.
     threads : int or None
         PyTorch threads while measuring (default 1, as in an ``actors`` worker); None
         leaves the setting alone.
@@ -351,7 +351,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
     n_envs = list(n_envs)
     if not n_envs or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in n_envs):
         raise ValueError(f"n_envs must be integers >= 1, got {n_envs!r}")
-    base = config or TrainConfig.preset("default")
+    base = config or TrainConfig.preset("mlp")
     rows: list[dict[str, Any]] = []
     with torch_threads_set(threads):
         import torch
@@ -682,11 +682,11 @@ def sb3_dqn_settings(config: TrainConfig, total_env_steps: int) -> tuple[dict[st
 
 #: Measurement settings of :func:`bench_peers`: ``warmup`` env steps before timing (learning
 #: has started and epsilon reached its end on both sides by then), and config overrides
-#: applied to both sides alike. ``default`` decays epsilon over 10,000 env steps instead
+#: applied to both sides alike. ``mlp`` decays epsilon over 10,000 env steps instead
 #: of 200,000 so that the timed window starts at the final epsilon within a short run.
 PEER_SETTINGS: dict[str, dict[str, Any]] = {
     "seed": {"warmup": 1_000, "overrides": {}},
-    "default": {"warmup": 12_000, "overrides": {"epsilon_decay_steps": 10_000}},
+    "mlp": {"warmup": 12_000, "overrides": {"epsilon_decay_steps": 10_000}},
 }
 
 
@@ -815,7 +815,7 @@ def scheme_rate(scheme: str, preset: str = "seed", workers: int = 2, seconds: fl
             "updates_per_1000_steps": 1000 * u / e if e else math.nan, "window": kind, "status": run.status}
 
 
-def bench_peers(presets: Sequence[str] = ("seed", "default"), seconds: float = 20.0, threads: int | None = 1,
+def bench_peers(presets: Sequence[str] = ("seed", "mlp"), seconds: float = 20.0, threads: int | None = 1,
                 workers: int = 2, scheme_seconds: float = 20.0, schemes: Sequence[str] | None = None,
                 keras: bool = True, game_seconds: float = 0.5, update_min_time: float = 0.5,
                 warmup: int | None = None, seed: int = 0) -> dict[str, Any]:
@@ -1061,7 +1061,7 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
         pairs.append((f"network forward, {rows} board(s), no grad", before, after))
     if c.encoding == "onehot":
         first = agent.online.mlp[0]
-        from .agent import _OneHotLinear, _one_hot_columns
+        from .networks import _OneHotLinear, _one_hot_columns
 
         for rows in sorted({32, n}):
             b = torch.from_numpy(np.ascontiguousarray(np.resize(batch.boards, (rows, 4, 4))))
@@ -1128,7 +1128,7 @@ def _compiled_update(config: TrainConfig, batch: Minibatch, seed: int) -> tuple[
     return agent, time.perf_counter() - t0
 
 
-def bench_learner(presets: Sequence[str] = ("default", "seed"), threads: int | None = 1, rounds: int = 7,
+def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None = 1, rounds: int = 7,
                   min_time: float = 0.15, matmul_n: int = 2048, compile: bool = False,
                   parts: bool = True, trained_updates: int = 2_000, seed: int = 0) -> dict[str, Any]:
     """Achieved GFLOP/s of one update beside a large matrix product, before and after tuning.

@@ -19,6 +19,8 @@ from typing import Any
 __all__ = ["TrainConfig", "PRESETS"]
 
 _ENCODINGS = ("onehot", "raw")
+_NETWORKS = ("mlp", "cnn", "ntuple")
+_OPTIMIZERS = ("adam", "sgd")
 _LOSSES = ("huber", "mse")
 _REWARD_TRANSFORMS = ("none", "log")
 
@@ -61,12 +63,26 @@ class TrainConfig:
     """Act only among moves that change the board (exploration and greedy); False = all four."""
 
     # --- network ----------------------------------------------------------
+    network: str = "mlp"
+    """Q-function family: ``"mlp"``, ``"cnn"`` or ``"ntuple"`` (see :mod:`dqnlab.networks`)."""
     encoding: str = "onehot"
-    """Network input: ``"onehot"`` (16 cells x 18 exponents) or ``"raw"`` (16 tile values)."""
+    """``mlp`` input: ``"onehot"`` (16 cells x 18 exponents) or ``"raw"`` (16 tile values)."""
     hidden: tuple[int, ...] = (256, 256)
-    """Units of each hidden ReLU layer of the Q-network."""
+    """Units of each hidden ReLU layer (``mlp``; the dense layers after the convolutions of ``cnn``)."""
+    channels: int = 64
+    """``cnn``: channels of each 1x2 and 2x1 convolution."""
+    ntuples: str | tuple[tuple[int, ...], ...] = "4x6"
+    """``ntuple``: the tuple set, a name in :data:`dqnlab.networks.NTUPLE_SETS` or tuples of cells 0-15."""
+    optimizer: str = "adam"
+    """``"adam"`` or ``"sgd"`` (plain SGD, which ``ntuple`` needs: its lookup tables get sparse gradients)."""
     lr: float = 1e-3
-    """Adam learning rate (per update)."""
+    """Learning rate of the optimiser (per update)."""
+
+    # --- afterstates and symmetry -----------------------------------------
+    afterstate: bool = False
+    """Learn V over afterstates (the board after the slide, before the spawn): Q(s, a) = r + V(afterstate(s, a))."""
+    augment_symmetry: bool = False
+    """``mlp``/``cnn``: train each minibatch transition under a random one of the board's 8 symmetries."""
 
     # --- DQN --------------------------------------------------------------
     gamma: float = 0.99
@@ -127,7 +143,28 @@ class TrainConfig:
         need(self.max_moves is None or (is_int(self.max_moves) and self.max_moves >= 1),
              "max_moves", "an integer >= 1 or None")
         need(is_num(self.invalid_move_reward), "invalid_move_reward", "a finite number")
+        need(self.network in _NETWORKS, "network", f"one of {_NETWORKS}")
         need(self.encoding in _ENCODINGS, "encoding", f"one of {_ENCODINGS}")
+        need(is_int(self.channels) and self.channels >= 1, "channels", "an integer >= 1")
+        from .networks import resolve_tuples  # checks names, lengths and cells
+
+        try:
+            tuples = resolve_tuples(self.ntuples)
+        except ValueError as e:
+            raise ValueError(f"TrainConfig.{e}") from None
+        if not isinstance(self.ntuples, str):  # lists (from JSON) become tuples, so configs compare and hash
+            object.__setattr__(self, "ntuples", tuples)
+        need(self.optimizer in _OPTIMIZERS, "optimizer", f"one of {_OPTIMIZERS}")
+        need(isinstance(self.afterstate, bool), "afterstate", "True or False")
+        need(isinstance(self.augment_symmetry, bool), "augment_symmetry", "True or False")
+        if self.network == "ntuple":
+            need(self.optimizer == "sgd", "optimizer", "'sgd' with network='ntuple' (its tables get sparse gradients)")
+            need(self.max_grad_norm is None, "max_grad_norm", "None with network='ntuple' (sparse gradients)")
+            need(not self.augment_symmetry, "augment_symmetry",
+                 "False with network='ntuple' (the network is symmetric by construction)")
+        if self.afterstate:
+            need(self.mask_illegal, "mask_illegal", "True with afterstate=True (a move that changes nothing "
+                 "has no afterstate of its own)")
         need(isinstance(self.hidden, tuple) and len(self.hidden) >= 1
              and all(is_int(h) and h >= 1 for h in self.hidden),
              "hidden", "a non-empty tuple of integers >= 1")
@@ -176,6 +213,8 @@ class TrainConfig:
         """The fields as a JSON-serialisable dict (tuples become lists)."""
         d = dataclasses.asdict(self)
         d["hidden"] = list(self.hidden)
+        if not isinstance(self.ntuples, str):
+            d["ntuples"] = [list(t) for t in self.ntuples]
         return d
 
     @classmethod
@@ -194,6 +233,8 @@ class TrainConfig:
         d = dict(d)
         if "hidden" in d and isinstance(d["hidden"], list):
             d["hidden"] = tuple(d["hidden"])
+        if "ntuples" in d and isinstance(d["ntuples"], list):
+            d["ntuples"] = tuple(tuple(t) for t in d["ntuples"])
         return cls(**d)
 
     @property
@@ -202,11 +243,19 @@ class TrainConfig:
         return self.replay_ratio / self.batch_size
 
 
-#: The presets. ``seed`` is the user's original trainer (``shared/seed/README.md``):
-#: dense 16-256-256-4 on the raw grid, Adam 1e-3, MSE, gamma 0.99, epsilon 0.9 -> 0.01
-#: (x0.995 per replay step), buffer 2,000, minibatch 64, one replay step per move, target
-#: copied at the end of each episode, 1,000-move cap, -25 for a move that changes nothing.
-#: ``default`` is tuned to learn 2048 on a 2-core CPU (see the README for its scores).
+#: The presets (see the README for what each reaches):
+#:
+#: * ``seed``: the user's original trainer (``shared/seed/README.md``): dense 16-256-256-4
+#:   on the raw grid, Adam 1e-3, MSE, gamma 0.99, epsilon 0.9 -> 0.01 (x0.995 per replay
+#:   step), buffer 2,000, minibatch 64, one replay step per move, target copied at the end
+#:   of each episode, 1,000-move cap, -25 for a move that changes nothing.
+#: * ``mlp``: Double DQN with an MLP over one-hot cells, Huber loss, log rewards (dqnlab's
+#:   first ``default``; the speed benchmarks and the scheme notebooks use it).
+#: * ``cnn``: the convolutional network learning afterstate values, symmetry augmentation.
+#: * ``ntuple``: the 4x6-tuple network learning afterstate values by TD(0) (gamma 1, plain
+#:   SGD, no exploration, the target synced every update, a small replay used about once
+#:   per transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery.
+#: * ``default``: the best learner found on 2 CPU cores, today ``ntuple``.
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(
         n_envs=1, max_moves=1_000, invalid_move_reward=-25.0, mask_illegal=False,
@@ -215,11 +264,24 @@ PRESETS: dict[str, dict[str, Any]] = {
         double_dqn=False, loss="mse", max_grad_norm=None, reward_transform="none",
         epsilon_start=0.9, epsilon_end=0.01, epsilon_decay_rate=0.995,
     ),
-    "default": dict(
+    "mlp": dict(
         n_envs=32, max_moves=None, invalid_move_reward=0.0, mask_illegal=True,
         encoding="onehot", hidden=(256, 256), lr=5e-4, gamma=0.99, buffer_size=200_000,
         batch_size=256, learning_starts=10_000, replay_ratio=8.0, target_update=2_000,
         double_dqn=True, loss="huber", max_grad_norm=10.0, reward_transform="log",
         epsilon_start=1.0, epsilon_end=0.01, epsilon_decay_steps=200_000, epsilon_decay_rate=None,
     ),
+    "cnn": dict(
+        network="cnn", channels=64, hidden=(256,), afterstate=True, augment_symmetry=True,
+        n_envs=32, lr=5e-4, gamma=0.99, buffer_size=100_000, batch_size=256, learning_starts=5_000,
+        replay_ratio=4.0, target_update=1_000, double_dqn=True, loss="huber", max_grad_norm=10.0,
+        reward_transform="log", epsilon_start=0.1, epsilon_end=0.0, epsilon_decay_steps=100_000,
+    ),
+    "ntuple": dict(
+        network="ntuple", ntuples="4x6", afterstate=True, optimizer="sgd", lr=0.2, loss="mse",
+        max_grad_norm=None, gamma=1.0, reward_transform="none", target_update=1, double_dqn=False,
+        n_envs=256, buffer_size=20_000, batch_size=256, learning_starts=1_000, replay_ratio=1.0,
+        epsilon_start=0.0, epsilon_end=0.0,
+    ),
 }
+PRESETS["default"] = PRESETS["ntuple"]

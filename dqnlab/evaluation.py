@@ -70,7 +70,7 @@ def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = 
     if isinstance(policy, RunResult):
         config, policy = policy.config, policy.weights
     if isinstance(policy, dict):
-        agent = DQNAgent(config or TrainConfig.preset("default"), seed=seed)
+        agent = DQNAgent(config or TrainConfig.preset("mlp"), seed=seed)
         agent.set_weights(policy)
         policy = agent
     if isinstance(policy, DQNAgent):
@@ -101,14 +101,14 @@ class EvalResult:
 
     def summary(self) -> dict[str, Any]:
         """score_mean, score_median, score_std, score_max, moves_mean, games,
-        max_tile_counts ({tile value: games}) and reach_512 / reach_1024 / reach_2048."""
+        max_tile_counts ({tile value: games}) and reach_512 / reach_1024 / reach_2048 / reach_4096."""
         tiles, counts = np.unique(self.max_tiles, return_counts=True)
         return {
             "games": int(len(self.scores)), "score_mean": float(self.scores.mean()),
             "score_median": float(np.median(self.scores)), "score_std": float(self.scores.std()),
             "score_max": int(self.scores.max()), "moves_mean": float(self.moves.mean()),
             "max_tile_counts": {int(t): int(c) for t, c in zip(tiles, counts)},
-            **{f"reach_{t}": self.reach(t) for t in (512, 1024, 2048)},
+            **{f"reach_{t}": self.reach(t) for t in (512, 1024, 2048, 4096)},
         }
 
 
@@ -130,7 +130,7 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
     seed : int
         Seeds the games' tile spawns (and the random policy).
     config : TrainConfig, optional
-        Network shape for bare weights (default: the ``default`` preset).
+        Network shape for bare weights (default: the ``mlp`` preset).
     max_moves : int, optional
         Cap on moves per game (truncation); default none.
 

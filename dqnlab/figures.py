@@ -37,6 +37,7 @@ __all__ = [
     "independent_data", "independent_figure", "shared_data", "shared_figure",
     "sharded_data", "sharded_figure", "averaged_data", "averaged_figure", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
+    "learning_config", "learning_data", "learning_figure",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]
 
@@ -80,7 +81,7 @@ def setup(smoke: bool | None = None) -> bool:
 def explore_config(smoke: bool | None = None, **overrides: Any) -> TrainConfig:
     """The configuration the notebooks and control panels train with.
 
-    The ``default`` preset with a faster exploration schedule (epsilon reaches its final
+    The ``mlp`` preset with a faster exploration schedule (epsilon reaches its final
     value after 50,000 env steps per learner, learning starts after 5,000), so that
     runs of a minute or two already show learning. In smoke mode: a small network
     (one hidden layer of 64 units), a 5,000-transition buffer, minibatches of 64 and
@@ -92,7 +93,7 @@ def explore_config(smoke: bool | None = None, **overrides: Any) -> TrainConfig:
                     epsilon_decay_steps=5_000, target_update=200, max_seconds=2.0)
     else:
         base = dict(learning_starts=5_000, epsilon_decay_steps=50_000, max_seconds=60.0)
-    return TrainConfig.preset("default", total_env_steps=None, **{**base, **overrides})
+    return TrainConfig.preset("mlp", total_env_steps=None, **{**base, **overrides})
 
 
 # -------------------------------------------------------------------------------------- trials
@@ -896,6 +897,83 @@ def _final_divergence(run: RunResult) -> float | None:
     return float(rel[-1]) if rel else None
 
 
+# ----------------------------------------------------------------------------- 08 learning
+#: The preset of each network family (``TrainConfig.network`` -> preset name).
+FAMILY_PRESETS = {"mlp": "mlp", "cnn": "cnn", "ntuple": "ntuple"}
+
+
+def learning_config(network: str = "ntuple", afterstate: bool | None = None, augment_symmetry: bool | None = None,
+                    smoke: bool | None = None, **overrides: Any) -> TrainConfig:
+    """The configuration notebook 08 and its panel train: the family's preset (``mlp``,
+    ``cnn`` or ``ntuple``) with ``afterstate`` and ``augment_symmetry`` as given (None: the
+    preset's; symmetry augmentation is built into ``ntuple``, so it is off there).
+
+    In smoke mode: the small 17x4-tuple set, small networks and buffers, learning from
+    the first few hundred env steps, and a 2 s budget. ``overrides`` replace any field.
+
+    Raises
+    ------
+    ValueError
+        For an unknown network or a combination :class:`~dqnlab.TrainConfig` rejects.
+    """
+    if network not in FAMILY_PRESETS:
+        raise ValueError(f"network must be one of {sorted(FAMILY_PRESETS)}, got {network!r}")
+    base = TrainConfig.preset(FAMILY_PRESETS[network])
+    fields: dict[str, Any] = {"total_env_steps": None, "max_seconds": 60.0}
+    if afterstate is not None:
+        fields["afterstate"] = afterstate
+    if augment_symmetry is not None:
+        fields["augment_symmetry"] = augment_symmetry and network != "ntuple"
+    if network == "ntuple" and afterstate is False:  # Q-values from lookup tables: one table row per action
+        fields["lr"] = base.lr / 4
+    if network == "mlp" and fields.get("afterstate", base.afterstate):
+        fields["epsilon_start"] = 0.1  # afterstates: greedy moves already play well (largest merge + V)
+    if _smoke(smoke):
+        fields.update(ntuples="17x4", hidden=(32,), channels=8, buffer_size=4_000, batch_size=64,
+                      learning_starts=256, n_envs=16, epsilon_decay_steps=2_000, max_seconds=2.0)
+        if network == "ntuple":
+            fields["lr"] = 0.01
+    return base.replace(**{**fields, **overrides})
+
+
+def learning_data(smoke: bool | None = None, minutes: float | None = None, games: int | None = None,
+                  seed: int = 0) -> dict[str, Any]:
+    """Learning curves of the three network families (serial) and of ``ntuple`` on the
+    ``shared`` scheme with 2 workers (lock-free, as Jaskowski 2018 trains n-tuple networks).
+
+    A small :func:`dqnlab.bench_learning.bench_learning`: each run stops at several points
+    of its budget (``minutes``, default 3; 0.1 in smoke mode, with the smoke settings of
+    :func:`learning_config`) and plays ``games`` greedy games there (default 1,000; 32).
+    Returns its result dict (``rows``, ``time_to_player``, ``machine``, ...).
+    """
+    from .bench import machine_info
+    from .bench_learning import POINTS, learning_curve, time_to_player
+
+    smoke = _smoke(smoke)
+    minutes = budget(3.0, 0.1, smoke) if minutes is None else minutes
+    games = budget(1_000, 32, smoke) if games is None else games
+    points = POINTS if not smoke else (0.5, 1.0)
+    machine = machine_info()
+    runs = [("ntuple", "serial", 1, {}), ("cnn", "serial", 1, {}), ("mlp", "serial", 1, {}),
+            ("ntuple", "shared", 2, {"lock": False})]
+    rows: list[dict[str, Any]] = []
+    for network, scheme, workers, options in runs:
+        cfg = learning_config(network, smoke=smoke)
+        overrides = {k: v for k, v in cfg.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
+        rows += learning_curve(FAMILY_PRESETS[network], scheme, workers, minutes, points, games, seed=seed,
+                               options=options, overrides=overrides)
+    return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
+            "time_to_player": time_to_player(rows)}
+
+
+def learning_figure(data: dict[str, Any]):
+    """08: greedy mean score and the share of games reaching 1024, 2048 and 4096 against
+    minutes of training, one line per network family (and ``ntuple`` on 2 workers)."""
+    from .bench_learning import learning_figure as draw
+
+    return draw(data)
+
+
 # ------------------------------------------------------------------------------- reproduce
 @dataclass(frozen=True)
 class Notebook:
@@ -918,6 +996,7 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
     Notebook("05_averaged", averaged_data, averaged_figure, ("serial", "averaged")),
     Notebook("06_actors", actors_data, actors_figure, ("serial", "actors")),
     Notebook("07_compare_schemes", compare_data, compare_figure, ("serial",)),
+    Notebook("08_learning", learning_data, learning_figure, ("serial", "shared")),
 )}
 
 

@@ -44,7 +44,7 @@ from .config import TrainConfig
 from .figures import SMOKE_ENV, budget, explore_config, setup, smoke_mode
 from .results import RunResult
 
-__all__ = ["control_panel", "ControlPanel", "scheme_panel", "SchemePanel", "scheme_options",
+__all__ = ["control_panel", "learning_panel", "ControlPanel", "scheme_panel", "SchemePanel", "scheme_options",
            "smoke_mode", "budget", "setup", "SMOKE_ENV"]
 
 #: Batch sizes offered by the panel's dropdown.
@@ -61,7 +61,7 @@ _APPLIES_WHEN: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 #: Nicer labels for known options (others: the name with spaces).
 _LABELS = {"sync": "sync schedule", "sync_every": "sync every (updates)", "final_fraction": "final fraction",
-           "temperature": "temperature (points)", "lock": "lock", "optimizer": "optimizer",
+           "temperature": "temperature (points)", "lock": "lock",
            "weights_every": "weights every (updates)", "min_replay_ratio": "min replay ratio"}
 _STYLE = {"description_width": "initial"}
 
@@ -184,7 +184,8 @@ class ControlPanel:
 
     def __init__(self, scheme: str, config: TrainConfig | None = None, *, workers: int | None = None,
                  batch_size: int | None = None, budget_s: float | None = None, seed: int = 0,
-                 max_workers: int | None = None, redraw_every_s: float = 2.0, **options: Any):
+                 max_workers: int | None = None, redraw_every_s: float = 2.0, network_controls: bool = False,
+                 **options: Any):
         specs = scheme_options(scheme)  # raises ValueError for an unknown scheme
         import matplotlib.pyplot  # noqa: F401 - import it here, not first in the training thread
         unknown = sorted(set(options) - set(specs))
@@ -228,6 +229,18 @@ class ControlPanel:
                                          tooltip="wall-clock seconds the run may take")
         self.seed = W.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed", style=_STYLE,
                                      layout=W.Layout(width="150px"))
+        self._network_controls = network_controls
+        self.network = W.Dropdown(options=["mlp", "cnn", "ntuple"], value=self.config.network, description="network",
+                                  style=_STYLE, layout=W.Layout(width="180px"),
+                                  tooltip="Q-function family; each run starts from that family's preset")
+        self.afterstate = W.Checkbox(value=self.config.afterstate, description="afterstates", indent=False,
+                                     style=_STYLE, layout=W.Layout(width="auto"),
+                                     tooltip="learn V(afterstate): Q(s, a) = r + V(afterstate(s, a))")
+        self.augment_symmetry = W.Checkbox(value=self.config.augment_symmetry, description="symmetry augmentation",
+                                           indent=False, style=_STYLE, layout=W.Layout(width="auto"),
+                                           tooltip="mlp, cnn: train on randomly rotated / reflected minibatches "
+                                                   "(built into ntuple)")
+        self.network.observe(lambda _change: self._update_visibility(), names="value")
         self._specs = specs
         self.options: dict[str, W.Widget] = {
             name: _option_widget(name, spec, options.get(name, spec["default"])) for name, spec in specs.items()}
@@ -247,9 +260,11 @@ class ControlPanel:
         title = W.HTML(f"<b>{html.escape(scheme)}</b> &mdash; {html.escape(_first_line(scheme))}")
         common = W.HBox([self.workers, self.batch_size, self.budget_s, self.seed],
                         layout=W.Layout(flex_flow="row wrap"))
+        network_row = W.HBox([self.network, self.afterstate, self.augment_symmetry],
+                             layout=W.Layout(flex_flow="row wrap", display=None if network_controls else "none"))
         scheme_row = W.HBox(list(self.options.values()) + [self.per_worker], layout=W.Layout(flex_flow="row wrap"))
         buttons = W.HBox([self.run_button, self.stop_button, self.status], layout=W.Layout(align_items="center"))
-        self.widget = W.VBox([title, common, scheme_row, buttons, self.figure])
+        self.widget = W.VBox([title, network_row, common, scheme_row, buttons, self.figure])
         self._update_visibility()
 
     # ------------------------------------------------------------------ display
@@ -264,6 +279,7 @@ class ControlPanel:
         return f"<ControlPanel {self.scheme!r} {settings}>"
 
     def _update_visibility(self) -> None:
+        self.augment_symmetry.layout.display = "none" if self.network.value == "ntuple" else None
         values = {name: getattr(w, "value", None) for name, w in self.options.items()}
         for name, w in self.options.items():
             dep = _APPLIES_WHEN.get(name)
@@ -273,9 +289,13 @@ class ControlPanel:
     # ------------------------------------------------------------------ settings
     def settings(self) -> dict[str, Any]:
         """The settings a Run click would use: ``workers``, ``batch_size``, ``budget_s``,
-        ``seed`` and the scheme's options (only those that apply)."""
+        ``seed``, with ``network_controls`` also ``network``, ``afterstate`` and
+        ``augment_symmetry``, and the scheme's options (only those that apply)."""
         values = {name: self._option_value(name, w.value) for name, w in self.options.items()
                   if w.layout.display != "none"}
+        if self._network_controls:
+            values.update(network=self.network.value, afterstate=bool(self.afterstate.value),
+                          augment_symmetry=bool(self.augment_symmetry.value) and self.network.value != "ntuple")
         return {"workers": int(self.workers.value), "batch_size": int(self.batch_size.value),
                 "budget_s": float(self.budget_s.value), "seed": int(self.seed.value), **values}
 
@@ -299,6 +319,8 @@ class ControlPanel:
         control cannot take."""
         common = {"workers": self.workers, "batch_size": self.batch_size, "budget_s": self.budget_s,
                   "seed": self.seed}
+        if self._network_controls:
+            common.update(network=self.network, afterstate=self.afterstate, augment_symmetry=self.augment_symmetry)
         for name, value in values.items():
             w = common.get(name) or self.options.get(name)
             if w is None:
@@ -320,8 +342,13 @@ class ControlPanel:
         return self
 
     def _config(self, s: dict[str, Any]) -> TrainConfig:
-        return self.config.replace(batch_size=s["batch_size"], seed=s["seed"], max_seconds=s["budget_s"],
-                                   total_env_steps=None)
+        base = self.config
+        if self._network_controls:
+            from .figures import learning_config
+
+            base = learning_config(s["network"], s["afterstate"], s["augment_symmetry"])
+        return base.replace(batch_size=s["batch_size"], seed=s["seed"], max_seconds=s["budget_s"],
+                            total_env_steps=None)
 
     # ------------------------------------------------------------------ running
     @property
@@ -400,8 +427,8 @@ class ControlPanel:
             self._fail(f"ValueError: {e}")
             return False
         workers = s.pop("workers")
-        for key in ("batch_size", "budget_s", "seed"):
-            s.pop(key)
+        for key in ("batch_size", "budget_s", "seed", "network", "afterstate", "augment_symmetry"):
+            s.pop(key, None)  # in the config; the rest are the scheme's options
         with _ACTIVE_LOCK:
             if _ACTIVE is not None and _ACTIVE.running:
                 self._fail(f"another panel ({_ACTIVE.scheme}) is running: stop it first "
@@ -566,6 +593,30 @@ def control_panel(scheme: str, config: TrainConfig | None = None, *, workers: in
         For an unknown scheme or an option the scheme does not take.
     """
     return ControlPanel(scheme, config, workers=workers, batch_size=batch_size, budget_s=budget_s, seed=seed,
+                        **options)
+
+
+def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: int | None = None,
+                   budget_s: float | None = None, seed: int = 0, **options: Any) -> ControlPanel:
+    """The panel of notebook 08: a :func:`control_panel` with a row for the Q-function
+    (``network``: mlp, cnn or ntuple; afterstates; symmetry augmentation). Each run
+    trains :func:`dqnlab.figures.learning_config` of those choices (the family's preset,
+    tiny in smoke mode) with the panel's batch size, seed and budget.
+
+    ``scheme`` defaults to ``shared``, with ``lock=False`` (Hogwild: how Jaskowski 2018
+    trains n-tuple networks on several cores) unless ``options`` say otherwise.
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme or network, or an option the scheme does not take.
+    """
+    from .figures import learning_config
+
+    if scheme == "shared":
+        options.setdefault("lock", False)
+    config = learning_config(network)
+    return ControlPanel(scheme, config, workers=workers, budget_s=budget_s, seed=seed, network_controls=True,
                         **options)
 
 

@@ -146,7 +146,8 @@ def test_learner_threads_are_restored(cfg):
 
 def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
     out = tmp_path / "run"
-    code = main(["train", "--scheme", "actors", "--workers", "2", "--env-steps", "3000", "--n-envs", "8",
+    code = main(["train", "--preset", "mlp", "--scheme", "actors", "--workers", "2", "--env-steps", "3000",
+                 "--n-envs", "8",
                  "--batch-size", "32", "--replay-ratio", "4", "--weights-every", "10", "--actor-epsilon", "apex",
                  "--min-replay-ratio", "1", "--eval-games", "0", "--no-progress", "--out", str(out)])
     assert code == 0
@@ -166,7 +167,8 @@ def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
     (["--scheme", "actors", "--actor-epsilon", "0.1,0.2,0.3", "--workers", "2"], "actor_epsilon"),
 ])
 def test_cli_actor_option_errors_are_one_line(capsys, tmp_path, argv, match):
-    code = main(["train", *argv, "--env-steps", "100", "--no-progress", "--out", str(tmp_path / "x")])
+    code = main(["train", "--preset", "mlp", *argv, "--env-steps", "100", "--no-progress",
+                 "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1
 

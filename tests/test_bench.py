@@ -169,7 +169,7 @@ def test_gymnasium_2048_scores_agree_with_dqnlab():
     assert agree == moves == 500  # 0.1.x (NumPy-2-safe); 0.0.x scores merges into 256+ as 0
 
 
-@pytest.mark.parametrize("preset", ["seed", "default"])
+@pytest.mark.parametrize("preset", ["seed", "mlp"])
 def test_sb3_settings_map_the_replay_ratio_and_list_every_field(preset):
     config = TrainConfig.preset(preset)
     kwargs, mapping = bench.sb3_dqn_settings(config, total_env_steps=20_000)

@@ -19,7 +19,8 @@ def _cli(*args, timeout=120):
 
 def test_train_writes_the_run_and_evaluate_reads_it(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["train", "--env-steps", "1200", "--n-envs", "8", "--batch-size", "32", "--out", str(out),
+    code = main(["train", "--preset", "mlp", "--env-steps", "1200", "--n-envs", "8", "--batch-size", "32",
+                 "--out", str(out),
                  "--eval-games", "5", "--no-progress"])
     assert code == 0
     s = json.loads((out / "summary.json").read_text())
@@ -83,7 +84,8 @@ def test_bench_scaling_scores_each_run_on_the_same_games():
 
 def test_train_refuses_to_overwrite_a_run(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["train", "--env-steps", "200", "--n-envs", "8", "--out", str(out), "--eval-games", "0", "--no-progress"]
+    args = ["train", "--preset", "mlp", "--env-steps", "200", "--n-envs", "8", "--out", str(out), "--eval-games", "0",
+            "--no-progress"]
     assert main(args) == 0
     before = (out / "summary.json").read_text()
     assert main(args) == 2

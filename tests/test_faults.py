@@ -24,7 +24,7 @@ from dqnlab.checkpoint import load_checkpoint
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
-TRAIN = ["train", "--workers", "2", "--env-steps", "10000000", "--n-envs", "8", "--batch-size", "32",
+TRAIN = ["train", "--preset", "mlp", "--workers", "2", "--env-steps", "10000000", "--n-envs", "8", "--batch-size", "32",
          "--checkpoint-every", "0", "--eval-games", "0", "--no-progress"]
 
 

@@ -30,7 +30,6 @@ from dqnlab.schemes.parallel import (
     average_weights,
     combine_weights,
     divergence,
-    make_optimizer,
     optimizer_state,
     parallel_update,
     score_coefficients,
@@ -174,18 +173,16 @@ def test_final_schedule_default_starts_at_75_percent():
 @pytest.mark.parametrize("batch_size,workers", [(32, 2), (33, 2)])
 def test_sharded_sgd_step_equals_one_big_batch_step(batch_size, workers):
     config = TrainConfig(total_env_steps=1_000, n_envs=8, buffer_size=1_000, batch_size=batch_size,
-                         learning_starts=0, hidden=(32,), max_grad_norm=None, lr=0.05, seed=3)
+                         learning_starts=0, hidden=(32,), max_grad_norm=None, lr=0.05, seed=3, optimizer="sgd")
     learner = _filled_learner(config)
-    make_optimizer(learner.agent, "sgd")
     reference = DQNAgent(config, seed=99)
-    make_optimizer(reference, "sgd")
     reference.set_weights(learner.agent.get_weights(), target=True)
     batch = learner.buffer.sample(batch_size)
     reference.update(batch)
     shards, sizes = shard(batch, workers)
     assert sizes.sum() == batch_size and sizes.max() - sizes.min() <= 1
     with joblib.Parallel(n_jobs=workers) as parallel:  # real worker processes, as the scheme uses
-        parallel_update(parallel, learner.agent, shards, sizes, "sgd")
+        parallel_update(parallel, learner.agent, shards, sizes)
     moved = _max_diff(learner.agent.get_weights(), DQNAgent(config, seed=99).get_weights())
     assert moved > 1e-3  # the step did something
     assert _max_diff(learner.agent.get_weights(), reference.get_weights()) < 1e-6
@@ -201,7 +198,7 @@ def test_sharded_adam_is_not_a_big_batch_step(cfg):
     batch = learner.buffer.sample(config.batch_size)
     reference.update(batch)
     with joblib.Parallel(n_jobs=1) as parallel:
-        parallel_update(parallel, learner.agent, *shard(batch, 2), "adam")
+        parallel_update(parallel, learner.agent, *shard(batch, 2))
     assert _max_diff(learner.agent.get_weights(), reference.get_weights()) > 1e-6
 
 
@@ -211,7 +208,7 @@ def test_averaged_with_one_worker_equals_serial_updates(cfg):
     with joblib.Parallel(n_jobs=1) as parallel:
         for _ in range(3):  # several updates: the Adam state must carry over too
             loss_serial = serial.agent.update(serial.buffer.sample(cfg.batch_size))
-            loss_avg = parallel_update(parallel, averaged.agent, draw_minibatches(averaged, 1), None, "adam")
+            loss_avg = parallel_update(parallel, averaged.agent, draw_minibatches(averaged, 1), None)
             assert loss_avg == pytest.approx(loss_serial, rel=1e-6)
     assert _max_diff(serial.agent.get_weights(), averaged.agent.get_weights()) < 1e-6
     assert _max_diff(optimizer_state(serial.agent), optimizer_state(averaged.agent)) < 1e-6
@@ -230,7 +227,7 @@ def test_averaged_two_workers_is_the_mean_of_two_steps(cfg):
         a.update(b)
         expected.append(a.get_weights())
     with joblib.Parallel(n_jobs=2) as parallel:
-        parallel_update(parallel, learner.agent, batches, None, "adam")
+        parallel_update(parallel, learner.agent, batches, None)
     assert _max_diff(learner.agent.get_weights(), average_weights(expected)) < 1e-6
 
 
@@ -428,8 +425,7 @@ def test_worker_process_crash_does_not_hang(cfg):
     ("independent", {"final_fraction": 1.5}, "final_fraction"),
     ("independent", {"temperature": -1.0}, "temperature"),
     ("shared", {"lock": "yes"}, "lock"),
-    ("sharded", {"optimizer": "rmsprop"}, "optimizer"),
-    ("averaged", {"optimizer": "rmsprop"}, "optimizer"),
+    ("averaged", {"lock": True}, "does not take"),
     ("sharded", {"sync": "none"}, "does not take"),
 ])
 def test_bad_scheme_options_are_clear_errors(cfg, scheme, options, match):
@@ -440,7 +436,7 @@ def test_bad_scheme_options_are_clear_errors(cfg, scheme, options, match):
 def test_private_hooks_are_not_advertised():
     with pytest.raises(ValueError) as info:
         dqnlab.train("sharded", TrainConfig(total_env_steps=100), workers=1, progress=False, sync="none")
-    assert "_fault" not in str(info.value) and "optimizer" in str(info.value)
+    assert "_fault" not in str(info.value) and "takes none" in str(info.value)
     assert set(SCHEMES) >= {"serial", *PARALLEL}
 
 
@@ -457,21 +453,22 @@ def test_cli_wrong_option_for_scheme_is_one_line_exit_2():
 
 @pytest.mark.parametrize("argv,match", [
     (["--scheme", "independent", "--sync", "sometimes"], "sync must be one of"),
-    (["--scheme", "shared", "--optimizer", "sgd"], "--optimizer does not apply to --scheme shared"),
+    (["--scheme", "shared", "--sync-every", "5"], "--sync-every does not apply to --scheme shared"),
     (["--scheme", "serial", "--no-lock"], "--lock/--no-lock does not apply"),
     (["--scheme", "independent", "--temperature", "10"], "--temperature applies only with --sync weighted"),
     (["--scheme", "independent", "--sync", "periodic", "--final-fraction", "0.5"], "--final-fraction applies only"),
 ])
 def test_cli_option_errors(capsys, tmp_path, argv, match):
-    code = main(["train", "--env-steps", "100", "--eval-games", "0", "--no-progress", "--out", str(tmp_path / "r"),
-                 *argv])
+    code = main(["train", "--preset", "mlp", "--env-steps", "100", "--eval-games", "0", "--no-progress",
+                 "--out", str(tmp_path / "r"), *argv])
     err = capsys.readouterr().err
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1
 
 
 def test_cli_trains_independent_and_writes_summary(capsys, tmp_path):
     out = tmp_path / "run"
-    code = main(["train", "--scheme", "independent", "--workers", "2", "--env-steps", "3000", "--n-envs", "8",
+    code = main(["train", "--preset", "mlp", "--scheme", "independent", "--workers", "2", "--env-steps", "3000",
+                 "--n-envs", "8",
                  "--batch-size", "32", "--sync", "periodic", "--sync-every", "20", "--eval-games", "0",
                  "--no-progress", "--out", str(out)])
     assert code == 0
@@ -491,7 +488,8 @@ def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
         config, **kw, _fault={"worker": 1, "after_updates": 30}))
     monkeypatch.setattr(sharded, "run", real)
     out = tmp_path / "run"
-    code = main(["train", "--scheme", "sharded", "--workers", "2", "--env-steps", "20000", "--n-envs", "4",
+    code = main(["train", "--preset", "mlp", "--scheme", "sharded", "--workers", "2", "--env-steps", "20000",
+                 "--n-envs", "4",
                  "--batch-size", "32", "--eval-games", "0", "--no-progress", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 1 and "worker 1 failed" in err and len(err.strip().splitlines()) == 1

@@ -24,7 +24,7 @@ from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
 from .base import Learner
-from .parallel import OPTIMIZERS, check_choice, run_rounds
+from .parallel import run_rounds
 
 __all__ = ["run", "draw_minibatches"]
 
@@ -39,7 +39,7 @@ def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:
 
 
 def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
-        callback: Callable[[RunResult], Any] | None = None, optimizer: str = "adam",
+        callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update averages K workers' steps on K minibatches.
 
@@ -54,31 +54,26 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         Show a progress bar.
     callback : callable, optional
         ``callback(snapshot: RunResult)`` about once a second; return True to stop.
-    optimizer : {"adam", "sgd"}
-        ``"adam"`` (default; Adam moments travel with the weights and are averaged
-        too) or plain ``"sgd"`` at ``config.lr``.
 
     Returns
     -------
     RunResult
         ``time_split`` as in :func:`dqnlab.schemes.sharded.run`. ``extra``:
         ``effective_batch`` (K x B), ``effective_replay_ratio`` (samples trained on
-        per env step, K x ``replay_ratio``), ``per_worker``, ``optimizer``, ``rounds``,
+        per env step, K x ``replay_ratio``), ``per_worker``, ``optimizer``
+        (``config.optimizer``; Adam moments are averaged like the weights), ``rounds``,
         ``round_ms_mean``. Updates/s is ``RunResult.updates_per_s``.
 
     Raises
     ------
-    ValueError
-        For an unknown ``optimizer``.
     WorkerError
         If a worker fails; ``err.partial`` holds the run so far (``status="failed"``).
     """
-    check_choice("optimizer", optimizer, OPTIMIZERS)
 
     def make_batches(learner: Learner) -> tuple[list[Minibatch], None]:
         return draw_minibatches(learner, workers), None
 
-    return run_rounds("averaged", config, workers, progress, callback, {"optimizer": optimizer}, make_batches,
-                      optimizer, {"effective_batch": workers * config.batch_size,
-                                  "effective_replay_ratio": workers * config.replay_ratio,
-                                  "optimizer": optimizer}, _fault, _checkpoint)
+    return run_rounds("averaged", config, workers, progress, callback, {}, make_batches,
+                      {"effective_batch": workers * config.batch_size,
+                       "effective_replay_ratio": workers * config.replay_ratio,
+                       "optimizer": config.optimizer}, _fault, _checkpoint)

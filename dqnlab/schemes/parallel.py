@@ -53,18 +53,17 @@ from .base import Learner, RunLoop, recent_score
 from .procwatch import DeathWatch, exit_from_pool_error
 
 __all__ = [
-    "SYNC_SCHEDULES", "OPTIMIZERS", "WorkerError", "SyncSchedule",
+    "SYNC_SCHEDULES", "WorkerError", "SyncSchedule",
     "torch_threads", "torch_threads_set", "pin_torch_threads",
     "average_weights", "score_coefficients", "combine_weights", "divergence", "flatten_weights",
     "optimizer_state", "load_optimizer_state", "average_optimizer_states",
-    "TaskGroup", "drive_tasks", "train_step_task", "parallel_update", "run_rounds", "make_optimizer",
+    "TaskGroup", "drive_tasks", "train_step_task", "parallel_update", "run_rounds",
     "split_budget", "best_index", "check_fault", "DivergedError", "worker_error",
 ]
 
 #: Sync schedules of the ``independent`` scheme.
 SYNC_SCHEDULES = ("none", "periodic", "final", "weighted", "best")
 #: Optimisers of the ``sharded`` and ``averaged`` schemes.
-OPTIMIZERS = ("adam", "sgd")
 #: Finished games whose mean score ranks a learner (``weighted`` and ``best`` schedules).
 SCORE_WINDOW = 20
 
@@ -113,7 +112,7 @@ def torch_threads(workers: int) -> int:
     between operations and is woken for each one, which on DQN-sized matrices costs
     more than a second thread gains; spinning threads gain on an idle machine and
     collapse when anything else runs. Measured on 2 cores (``bench scaling``, ``serial``,
-    ``default`` preset, env steps/s): 9,900 with 1 thread; 6,900 with 2 passive threads;
+    ``mlp`` preset, env steps/s): 9,900 with 1 thread; 6,900 with 2 passive threads;
     12,500 with 2 spinning threads on an idle machine, 3,900 beside one busy process.
     So set ``OMP_WAIT_POLICY=ACTIVE`` before importing dqnlab (or torch) on a machine of
     your own to give each learner ``cores // workers`` threads.
@@ -864,25 +863,15 @@ def _checkpoint_barrier(group: TaskGroup, loop: RunLoop, handle: Callable[[str, 
 _STEP_AGENT = threading.local()
 
 
-def _step_agent(config: TrainConfig, optimizer: str) -> DQNAgent:
+def _step_agent(config: TrainConfig) -> DQNAgent:
     """This thread's scratch agent for :func:`train_step_task` (built once per config)."""
-    key = (config, optimizer)
     cache = vars(_STEP_AGENT)  # this thread's
-    if cache.get("key") != key:
-        agent = DQNAgent(config, seed=0)
-        if optimizer == "sgd":
-            agent.optimizer = torch.optim.SGD(agent.online.parameters(), lr=config.lr)
-        cache.update(key=key, agent=agent)
+    if cache.get("key") != config:
+        cache.update(key=config, agent=DQNAgent(config, seed=0))
     return cache["agent"]
 
 
-def make_optimizer(agent: DQNAgent, optimizer: str) -> None:
-    """Give ``agent`` the named optimiser: ``"adam"`` (its own, from the config) or plain ``"sgd"``."""
-    if optimizer == "sgd":
-        agent.optimizer = torch.optim.SGD(agent.online.parameters(), lr=agent.config.lr)
-
-
-def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainConfig, optimizer: str,
+def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainConfig,
                     state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
                     update: int, fault: dict[str, Any] | None = None) -> dict[str, Any]:
     """One optimiser step from a copy of the learner's state, in a worker (errors are returned, not raised).
@@ -893,7 +882,7 @@ def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainCon
     against the precomputed ``targets`` ``(n,)`` float32 (:meth:`DQNAgent.td_targets`,
     computed by the parent, which holds the same weights: no need to ship the target
     network), backpropagates, clips the gradient norm (``config.max_grad_norm``) and
-    takes one step of ``optimizer``.
+    takes one step of the config's optimiser.
 
     Returns
     -------
@@ -904,19 +893,19 @@ def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainCon
     """
     try:
         with parent_handles_sigint(parent_pid):
-            return _train_step(worker, workers, parent_pid, config, optimizer, state, boards, actions, targets,
+            return _train_step(worker, workers, parent_pid, config, state, boards, actions, targets,
                                update, fault)
     except Exception as e:  # reported to the parent, which raises WorkerError
         return {"ok": False, "message": _describe(e), "traceback": traceback.format_exc()}
 
 
-def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig, optimizer: str,
+def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
                 state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
                 update: int, fault: dict[str, Any] | None) -> dict[str, Any]:
     pin_torch_threads(workers, parent_pid)
     check_fault(fault, worker, updates=update)
     t0 = time.perf_counter()
-    agent = _step_agent(config, optimizer)
+    agent = _step_agent(config)
     agent.set_weights(state["online"])
     load_optimizer_state(agent, state["opt"])
     value = agent.compute_gradients(Minibatch(boards, actions, None, None, None, None), torch.from_numpy(targets))
@@ -952,7 +941,7 @@ class RoundStats:
 
 
 def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequence[Minibatch],
-                    coefficients: Sequence[float] | np.ndarray | None, optimizer: str,
+                    coefficients: Sequence[float] | np.ndarray | None,
                     stats: RoundStats | None = None, fault: dict[str, Any] | None = None) -> float:
     """One update of ``agent`` by K workers, each stepping on one of ``batches``; the
     returned weights (and optimiser states) are averaged into ``agent``.
@@ -974,7 +963,6 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
         One per worker.
     coefficients : sequence of float, optional
         Averaging weights (normalised); None = equal.
-    optimizer : {"adam", "sgd"}
     stats : RoundStats, optional
         Accumulates per-worker compute and communication seconds.
 
@@ -990,11 +978,12 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     """
     t0 = time.perf_counter()
     k = len(batches)
+    batches = [agent.augment(b) for b in batches]  # (config.augment_symmetry) before the targets are computed
     targets = [agent.td_targets(b).numpy() for b in batches]
     state = {"online": agent.get_weights(), "opt": optimizer_state(agent)}
     t1 = time.perf_counter()
     try:
-        results = parallel(joblib.delayed(train_step_task)(i, k, os.getpid(), agent.config, optimizer, state,
+        results = parallel(joblib.delayed(train_step_task)(i, k, os.getpid(), agent.config, state,
                                                            batches[i].boards, batches[i].actions, targets[i],
                                                            agent.updates, fault)
                            for i in range(k))
@@ -1025,7 +1014,7 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
 def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                callback: Callable[[RunResult], Any] | None, options: dict[str, Any],
                make_batches: Callable[[Learner], tuple[list[Minibatch], np.ndarray | None]],
-               optimizer: str, extra: dict[str, Any], fault: dict[str, Any] | None = None,
+               extra: dict[str, Any], fault: dict[str, Any] | None = None,
                checkpoint: Any = None) -> RunResult:
     """The loop of the synchronous schemes (``sharded``, ``averaged``).
 
@@ -1044,7 +1033,6 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     so a resumed run continues exactly, with the same number of workers.
     """
     learner = Learner(config, worker=0)
-    make_optimizer(learner.agent, optimizer)
     stats = RoundStats(workers)
     if checkpoint is not None and checkpoint.state is not None:
         learner.load_state_dict(checkpoint.state["learner"])
@@ -1084,7 +1072,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                         t0 = time.perf_counter()
                         batches, coefs = make_batches(learner)
                         learner.timing["learning"] += time.perf_counter() - t0
-                        learner.last_loss = parallel_update(parallel, learner.agent, batches, coefs, optimizer,
+                        learner.last_loss = parallel_update(parallel, learner.agent, batches, coefs,
                                                             stats, fault)
                         learner.spend_updates(1)
                 loop.report(learner.env_steps, learner.updates, recent_score(learner.episodes))

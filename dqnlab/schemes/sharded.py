@@ -31,7 +31,7 @@ from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
 from .base import Learner
-from .parallel import OPTIMIZERS, check_choice, run_rounds
+from .parallel import run_rounds
 
 __all__ = ["run", "shard"]
 
@@ -59,7 +59,7 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
 
 
 def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
-        callback: Callable[[RunResult], Any] | None = None, optimizer: str = "adam",
+        callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update is split across ``workers`` processes.
 
@@ -75,10 +75,6 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         Show a progress bar.
     callback : callable, optional
         ``callback(snapshot: RunResult)`` about once a second; return True to stop.
-    optimizer : {"adam", "sgd"}
-        ``"adam"`` (default; the config's learning rate; the Adam moments are sent to
-        the workers and averaged like the weights) or plain ``"sgd"`` at ``config.lr``
-        (no state; the averaged step equals one step on the whole minibatch).
 
     Returns
     -------
@@ -86,17 +82,17 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         ``time_split``: ``acting`` (parent), ``learning`` (workers' step time summed,
         plus the parent's sampling and averaging), ``communication`` (per worker: round
         wall time minus its step time, summed). ``extra``: ``per_worker`` splits,
-        ``shard_sizes``, ``effective_batch`` (= ``batch_size``), ``optimizer``,
+        ``shard_sizes``, ``effective_batch`` (= ``batch_size``), ``optimizer``
+        (``config.optimizer``: with ``"sgd"`` the averaged step equals one step on the whole minibatch),
         ``rounds`` and ``round_ms_mean`` (wall time of one update round).
 
     Raises
     ------
     ValueError
-        For an unknown ``optimizer`` or ``workers`` > ``batch_size``.
+        If ``workers`` > ``batch_size``.
     WorkerError
         If a worker fails; ``err.partial`` holds the run so far (``status="failed"``).
     """
-    check_choice("optimizer", optimizer, OPTIMIZERS)
     if workers > config.batch_size:
         raise ValueError(f"sharded needs batch_size >= workers (one transition per shard), "
                          f"got batch_size {config.batch_size} and {workers} workers")
@@ -105,6 +101,6 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         return shard(learner.buffer.sample(config.batch_size), workers)
 
     sizes = shard(Minibatch(*(np.zeros(config.batch_size),) * 6), workers)[1]
-    return run_rounds("sharded", config, workers, progress, callback, {"optimizer": optimizer}, make_batches,
-                      optimizer, {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size,
-                                  "optimizer": optimizer}, _fault, _checkpoint)
+    return run_rounds("sharded", config, workers, progress, callback, {}, make_batches,
+                      {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size,
+                       "optimizer": config.optimizer}, _fault, _checkpoint)

@@ -149,16 +149,20 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     """The arrays of a ``shared`` run: model, optimiser, counters and replay.
 
     ``theta``, ``target``, ``exp_avg``, ``exp_avg_sq``: ``(P,)`` float32 flat
-    parameter vectors (online, target, Adam moments); ``adam_step``: one float32 step
-    count per parameter tensor; ``updates_total``, ``target_syncs``: ``(1,)`` int64
+    parameter vectors (online, target, Adam moments; ``target`` is empty when the
+    target is the online network, ``target_update == 1``, and the moments are empty
+    with plain SGD); ``adam_step``: one float32 step count per parameter tensor;
+    ``updates_total``, ``target_syncs``: ``(1,)`` int64
     shared counters; ``env_steps``, ``updates``: ``(K,)`` int64, each worker writes its
     own; replay arrays of capacity ``buffer_size`` as in :class:`~dqnlab.ReplayBuffer`
     with ``seg_size``/``seg_pos`` ``(K,)`` int64 per segment.
     """
     c, k = config.buffer_size, workers
+    n_target = 0 if config.target_update == 1 else n_params
+    n_moments = n_params if config.optimizer == "adam" else 0
     return {
-        "theta": ((n_params,), "float32"), "target": ((n_params,), "float32"),
-        "exp_avg": ((n_params,), "float32"), "exp_avg_sq": ((n_params,), "float32"),
+        "theta": ((n_params,), "float32"), "target": ((n_target,), "float32"),
+        "exp_avg": ((n_moments,), "float32"), "exp_avg_sq": ((n_moments,), "float32"),
         "adam_step": ((n_tensors,), "float32"),
         "updates_total": ((1,), "int64"), "target_syncs": ((1,), "int64"),
         "env_steps": ((k,), "int64"), "updates": ((k,), "int64"),
@@ -171,19 +175,22 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
 def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
     """Make ``agent``'s online and target parameters, and its Adam state, views of ``arrays``.
 
-    After this, ``agent.optimizer.step()`` updates the shared ``theta`` and Adam
-    moments in place, and ``agent.sync_target()`` writes the shared ``target``.
+    After this, ``agent.optimizer.step()`` updates the shared ``theta`` (and Adam
+    moments) in place, and ``agent.sync_target()`` writes the shared ``target``.
     """
     off = 0
+    separate, adam = agent.target is not agent.online, agent.config.optimizer == "adam"
     for i, (p, pt) in enumerate(zip(agent.online.parameters(), agent.target.parameters())):
         n = p.numel()
         p.data = torch.from_numpy(arrays["theta"][off:off + n]).view_as(p)
-        pt.data = torch.from_numpy(arrays["target"][off:off + n]).view_as(pt)
-        agent.optimizer.state[p] = {
-            "step": torch.from_numpy(arrays["adam_step"][i:i + 1]).view(()),
-            "exp_avg": torch.from_numpy(arrays["exp_avg"][off:off + n]).view_as(p),
-            "exp_avg_sq": torch.from_numpy(arrays["exp_avg_sq"][off:off + n]).view_as(p),
-        }
+        if separate:
+            pt.data = torch.from_numpy(arrays["target"][off:off + n]).view_as(pt)
+        if adam:
+            agent.optimizer.state[p] = {
+                "step": torch.from_numpy(arrays["adam_step"][i:i + 1]).view(()),
+                "exp_avg": torch.from_numpy(arrays["exp_avg"][off:off + n]).view_as(p),
+                "exp_avg_sq": torch.from_numpy(arrays["exp_avg_sq"][off:off + n]).view_as(p),
+            }
         off += n
 
 
@@ -366,9 +373,9 @@ class _SharedLearner(Learner):
                 agent.updates += 1
                 a["updates_total"][0] += 1
                 a["updates"][self.worker] = agent.updates
-                if c.target_update and a["updates_total"][0] // c.target_update > a["target_syncs"][0]:
+                if c.target_update > 1 and a["updates_total"][0] // c.target_update > a["target_syncs"][0]:
                     a["target_syncs"][0] = a["updates_total"][0] // c.target_update
-                    a["target"][:] = a["theta"]
+                    a["target"][:] = a["theta"]  # (target_update 1: the target is the online network)
             finally:
                 if self.lock is not None:
                     self.lock.release()
@@ -483,7 +490,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             options=dict(options),
             extra={"per_worker": per_worker, "lock": lock, "lock_wait_s": sum(w["lock_wait_s"] for w in latest),
                    "updates_counter": counter, "lost_increments": updates - counter, "target_syncs": syncs,
-                   "adam": "shared", "torch_threads_per_worker": torch_threads(workers)},
+                   "optimizer_state": "shared", "torch_threads_per_worker": torch_threads(workers)},
         )
 
     def absorb(k: int, st: dict[str, Any]) -> None:
@@ -523,7 +530,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         if resumed is None:
             w0 = init.get_weights()
             arrays["theta"][:] = np.concatenate([w0[name].ravel() for name, _ in shapes])
-            arrays["target"][:] = arrays["theta"]
+            if len(arrays["target"]):
+                arrays["target"][:] = arrays["theta"]
         else:
             _restore_arrays(arrays, resumed["arrays"])
             for k, st in enumerate(resumed["workers"]):

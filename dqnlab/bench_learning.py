@@ -1,0 +1,232 @@
+"""``python -m dqnlab bench learning``: how strong a player each configuration makes per minute.
+
+Speed benchmarks say how many env steps a scheme takes per second; this one says what
+those steps buy. Each configuration (a preset, a scheme, a worker count) trains for a
+wall-clock budget, stopping at several points of it (the run is checkpointed and
+resumed, so the time spent evaluating and checkpointing is not counted as training
+time), and at each point the current weights play 1,000 greedy games with a fixed
+seed. The headline is **time to a player**: the minutes of training until the greedy
+mean score reaches 10,000, and until the 2048 tile is made in half of the games.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import TrainConfig
+from .evaluation import evaluate
+
+__all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure"]
+
+#: Fractions of the budget at which the weights are evaluated.
+POINTS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+#: "A player": the greedy mean score, and the share of games reaching 2048, that count as one.
+PLAYER_SCORE, PLAYER_REACH_2048 = 10_000, 0.5
+
+
+def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minutes: float = 10.0,
+                   points: Sequence[float] = POINTS, games: int = 1_000, seed: int = 0, eval_seed: int = 1,
+                   options: dict[str, Any] | None = None, run_dir: str | Path | None = None,
+                   progress: bool = False, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Train one configuration for ``minutes`` and evaluate it at each of ``points``.
+
+    Parameters
+    ----------
+    preset : str
+        A name in :data:`dqnlab.PRESETS`; its budget is replaced by ``minutes``.
+    scheme, workers, options
+        As in :func:`dqnlab.train`.
+    minutes : float
+        Wall-clock training budget (> 0), in minutes.
+    points : sequence of float
+        Increasing fractions of the budget in (0, 1] at which to evaluate.
+    games, eval_seed : int
+        Greedy games per evaluation and the seed of their tile spawns (the same games at
+        every point and for every configuration).
+    seed : int
+        Training seed.
+    run_dir : path, optional
+        Where the run is kept (its checkpoint and result files, those of the last point);
+        a temporary directory, removed afterwards, when None.
+    overrides : dict, optional
+        :class:`~dqnlab.TrainConfig` fields replacing the preset's.
+
+    Returns
+    -------
+    list of dict
+        One row per point: ``preset``, ``network``, ``scheme``, ``workers``, ``seed``,
+        ``minutes`` (training wall time so far; a point whose budget the run had already
+        used when the previous one ended is left out), ``env_steps``, ``updates``,
+        ``score_mean``, ``score_median``, ``reach_1024``, ``reach_2048``, ``reach_4096``
+        (fractions of the games) and ``eval_s`` (seconds the evaluation took).
+
+    Raises
+    ------
+    ValueError
+        For a bad preset, budget or points (and whatever :func:`dqnlab.train` rejects).
+    """
+    from .schemes import train
+
+    if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0):
+        raise ValueError(f"minutes must be a number > 0, got {minutes!r}")
+    points = [float(p) for p in points]
+    if not points or any(not 0 < p <= 1 for p in points) or points != sorted(set(points)):
+        raise ValueError(f"points must be increasing fractions in (0, 1], got {points!r}")
+    config = TrainConfig.preset(preset, **{**(overrides or {}), "seed": seed, "total_env_steps": None,
+                                           "max_seconds": minutes * 60.0})
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="dqnlab-learning-") as tmp:
+        where = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
+        run = None
+        for point in points:
+            budget = config.replace(max_seconds=point * minutes * 60.0)
+            if run is not None and run.wall_time_s >= budget.max_seconds:
+                continue  # the previous segment ran past this point already
+            if run is None:
+                run = train(scheme, budget, workers=workers, progress=progress, run_dir=where, **(options or {}))
+            else:
+                run = train(resume=where, config=budget, progress=progress)
+            t0 = time.perf_counter()
+            ev = evaluate(run, games=games, seed=eval_seed)
+            s = ev.summary()
+            rows.append({"preset": preset, "network": config.network, "scheme": scheme, "workers": workers,
+                         "options": ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items())),
+                         "seed": seed, "minutes": run.wall_time_s / 60.0, "env_steps": run.env_steps,
+                         "updates": run.updates, "score_mean": s["score_mean"], "score_median": s["score_median"],
+                         "reach_1024": ev.reach(1024), "reach_2048": ev.reach(2048), "reach_4096": ev.reach(4096),
+                         "eval_s": time.perf_counter() - t0})
+            if run.status != "completed":  # stopped or interrupted: no further points
+                break
+    return rows
+
+
+def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Minutes of training until each configuration first made a player.
+
+    Returns one row per (preset, scheme, options, workers, seed): ``minutes_to_10000`` (the
+    first evaluated point with a greedy mean >= 10,000) and ``minutes_to_2048_in_half``
+    (the first with the 2048 tile in >= 50% of games); None when the budget ran out
+    first. The points are where the curve was measured, so each figure is an upper
+    bound, as fine as the points are dense.
+    """
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        key = (r["preset"], r["scheme"], r["options"], r["workers"], r["seed"])
+        row = out.setdefault(key, {"preset": r["preset"], "network": r["network"], "scheme": r["scheme"],
+                                   "options": r["options"], "workers": r["workers"], "seed": r["seed"],
+                                   "minutes_to_10000": None,
+                                   "minutes_to_2048_in_half": None, "budget_minutes": 0.0,
+                                   "final_score_mean": math.nan, "final_reach_2048": math.nan})
+        if row["minutes_to_10000"] is None and r["score_mean"] >= PLAYER_SCORE:
+            row["minutes_to_10000"] = r["minutes"]
+        if row["minutes_to_2048_in_half"] is None and r["reach_2048"] >= PLAYER_REACH_2048:
+            row["minutes_to_2048_in_half"] = r["minutes"]
+        if r["minutes"] >= row["budget_minutes"]:
+            row.update(budget_minutes=r["minutes"], final_score_mean=r["score_mean"],
+                       final_reach_2048=r["reach_2048"])
+    return list(out.values())
+
+
+def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp"), schemes: Sequence[str] = ("serial", "shared"),
+                   workers: Sequence[int] = (1, 2), minutes: float = 10.0, points: Sequence[float] = POINTS,
+                   games: int = 1_000, seeds: Sequence[int] = (0,), options: dict[str, dict[str, Any]] | None = None,
+                   progress: bool = False) -> dict[str, Any]:
+    """Learning curves of every preset x scheme x worker count (x seed), and their time to a player.
+
+    ``serial`` runs with 1 worker; every other scheme with each count in ``workers``
+    above 1 (one worker of a parallel scheme is serial plus overhead). ``options``:
+    scheme -> keyword options for it (e.g. ``{"shared": {"lock": False}}``).
+
+    Returns
+    -------
+    dict
+        ``machine`` (:func:`dqnlab.bench.machine_info` at the start), ``minutes``,
+        ``games``, ``rows`` (:func:`learning_curve` rows of every configuration) and
+        ``time_to_player`` (:func:`time_to_player` of them).
+    """
+    from .bench import machine_info
+
+    machine = machine_info()
+    rows: list[dict[str, Any]] = []
+    for preset in presets:
+        for scheme in schemes:
+            counts = [1] if scheme == "serial" else [k for k in workers if k > 1]
+            for k in counts:
+                for seed in seeds:
+                    rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
+                                           options=(options or {}).get(scheme), progress=progress)
+    return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
+            "time_to_player": time_to_player(rows)}
+
+
+def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench learning",
+                      figure: str | None = None) -> str:
+    """The result of :func:`bench_learning` as markdown: time to a player, then every curve point."""
+    from .bench import _md_machine, _md_table
+
+    def minutes(v: Any) -> str:
+        return f"{v:.1f}" if v is not None else f"> {budget:g}"
+
+    budget = res["minutes"]
+    ttp = [{**r, "to_10000": minutes(r["minutes_to_10000"]), "to_2048": minutes(r["minutes_to_2048_in_half"])}
+           for r in res["time_to_player"]]
+    parts = [
+        f"## Learning in {budget:g} minutes: time to a player", "",
+        _md_machine(res["machine"], 1, command), "",
+        f"Each configuration trained for {budget:g} minutes of wall time and was stopped at several points "
+        f"(checkpointed and resumed: evaluation time is not training time); at each point its weights played "
+        f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: the first point at which the "
+        f"greedy mean reached {PLAYER_SCORE:,}, and at which the 2048 tile was made in half the games.", "",
+        _md_table(ttp, {"preset": "preset", "network": "network", "scheme": "scheme", "options": "options",
+                        "workers": "workers",
+                        "seed": "seed", "to_10000": f"minutes to mean {PLAYER_SCORE:,}",
+                        "to_2048": "minutes to 2048 in 50%", "final_score_mean": "mean score at the end",
+                        "final_reach_2048": "2048 at the end"},
+                  {"final_score_mean": "{:,.0f}", "final_reach_2048": "{:.0%}"}), "",
+    ]
+    if figure:
+        parts += [f"![learning curves]({figure})", ""]
+    parts += ["Every point:", "",
+              _md_table(res["rows"], {"preset": "preset", "scheme": "scheme", "options": "options",
+                                      "workers": "workers", "seed": "seed",
+                                      "minutes": "minutes", "env_steps": "env steps", "updates": "updates",
+                                      "score_mean": "mean score", "score_median": "median",
+                                      "reach_1024": "1024", "reach_2048": "2048", "reach_4096": "4096"},
+                        {"minutes": "{:.1f}", "env_steps": "{:,}", "updates": "{:,}", "score_mean": "{:,.0f}",
+                         "score_median": "{:,.0f}", "reach_1024": "{:.0%}", "reach_2048": "{:.0%}",
+                         "reach_4096": "{:.0%}"})]
+    return "\n".join(parts)
+
+
+def learning_figure(res: dict[str, Any]) -> Any:
+    """Minutes of training vs greedy mean score and the share of games reaching 1024, 2048 and 4096
+    (one line per configuration); a matplotlib Figure."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 3.4), layout="constrained")
+    axes = fig.subplots(1, 4)
+    curves: dict[tuple, list[dict[str, Any]]] = {}
+    for r in res["rows"]:
+        curves.setdefault((r["preset"], r["scheme"], r["options"], r["workers"], r["seed"]), []).append(r)
+    for (preset, scheme, options, workers, seed), rows in curves.items():
+        label = (f"{preset}, {scheme}" + (f" ({options})" if options else "") + f" x{workers}"
+                 + (f", seed {seed}" if len({k[4] for k in curves}) > 1 else ""))
+        x = [r["minutes"] for r in rows]
+        for ax, key in zip(axes, ("score_mean", "reach_1024", "reach_2048", "reach_4096")):
+            ax.plot(x, [r[key] for r in rows], marker="o", ms=3, label=label)
+    titles = ("greedy mean score", "games reaching 1024", "games reaching 2048", "games reaching 4096")
+    for ax, title in zip(axes, titles):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("minutes of training (wall time)")
+        ax.grid(alpha=0.3)
+    axes[0].axhline(PLAYER_SCORE, color="grey", lw=0.8, ls="--")
+    axes[2].axhline(PLAYER_REACH_2048, color="grey", lw=0.8, ls="--")
+    for ax in axes[1:]:
+        ax.set_ylim(-0.02, 1.02)
+    axes[0].legend(fontsize=7)
+    return fig
