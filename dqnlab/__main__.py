@@ -151,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (default serial,independent,shared,"
                                      "sharded,averaged; learning: serial,shared)")
     b.add_argument("--workers", help="scaling, learning: comma-separated worker counts (default 1,2)")
-    b.add_argument("--presets", help="learning: comma-separated presets (default default,cnn,mlp)")
+    b.add_argument("--presets", help="learning: comma-separated presets (default default,cnn,mlp-afterstate,mlp)")
     b.add_argument("--minutes", type=_positive_float, help="learning: training budget of each configuration "
                                                            "(default 10)")
     b.add_argument("--games", type=_positive_int, help="learning: greedy games per evaluation (default 1000)")
@@ -429,7 +429,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
                          "--lock/--no-lock, --write, --figure and --json")
     from .config import PRESETS
 
-    presets = _csv(args.presets, "default,cnn,mlp")
+    presets = _csv(args.presets, "default,cnn,mlp-afterstate,mlp")
     unknown = [p for p in presets if p not in PRESETS]
     if unknown:
         raise ValueError(f"--presets must name presets among {sorted(PRESETS)}, got {unknown}")

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 from torch.nn import functional as F
 from torch.optim import optimizer as _optim_module
 

@@ -132,7 +132,8 @@ def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp"), schemes: Sequence[str] = ("serial", "shared"),
+def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate", "mlp"),
+                   schemes: Sequence[str] = ("serial", "shared"),
                    workers: Sequence[int] = (1, 2), minutes: float = 10.0, points: Sequence[float] = POINTS,
                    games: int = 1_000, seeds: Sequence[int] = (0,), options: dict[str, dict[str, Any]] | None = None,
                    progress: bool = False) -> dict[str, Any]:
@@ -203,13 +204,14 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
     return "\n".join(parts)
 
 
-def learning_figure(res: dict[str, Any]) -> Any:
+def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> Any:
     """Minutes of training vs greedy mean score and the share of games reaching 1024, 2048 and 4096
-    (one line per configuration); a matplotlib Figure."""
-    from matplotlib.figure import Figure
+    (one line per configuration) on four ``axes`` (new ones on a matplotlib Figure when None);
+    returns the figure."""
+    if axes is None:
+        from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 3.4), layout="constrained")
-    axes = fig.subplots(1, 4)
+        axes = Figure(figsize=(13, 3.4), layout="constrained").subplots(1, 4)
     curves: dict[tuple, list[dict[str, Any]]] = {}
     for r in res["rows"]:
         curves.setdefault((r["preset"], r["scheme"], r["options"], r["workers"], r["seed"]), []).append(r)
@@ -229,4 +231,4 @@ def learning_figure(res: dict[str, Any]) -> Any:
     for ax in axes[1:]:
         ax.set_ylim(-0.02, 1.02)
     axes[0].legend(fontsize=7)
-    return fig
+    return axes[0].figure

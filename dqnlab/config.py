@@ -251,10 +251,16 @@ class TrainConfig:
 #:   of each episode, 1,000-move cap, -25 for a move that changes nothing.
 #: * ``mlp``: Double DQN with an MLP over one-hot cells, Huber loss, log rewards (dqnlab's
 #:   first ``default``; the speed benchmarks and the scheme notebooks use it).
-#: * ``cnn``: the convolutional network learning afterstate values, symmetry augmentation.
+#: * ``mlp-afterstate``: the same MLP learning afterstate values, with symmetry augmentation
+#:   and little exploration (greedy afterstate play is already sound).
+#: * ``cnn``: the convolutional network learning afterstate values, symmetry augmentation;
+#:   small (32 channels), since every update evaluates 5 boards per transition on the CPU.
 #: * ``ntuple``: the 4x6-tuple network learning afterstate values by TD(0) (gamma 1, plain
 #:   SGD, no exploration, the target synced every update, a small replay used about once
 #:   per transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery.
+#: * ``ntuple-small``: the same with the 17 4-tuples (4.5 MB instead of 268 MB), for schemes
+#:   that ship weights between processes (``independent``, ``actors``, ``sharded``, ``averaged``);
+#:   its learning rate is scaled to its 136 placements (the step on V per transition is the same).
 #: * ``default``: the best learner found on 2 CPU cores, today ``ntuple``.
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(
@@ -272,9 +278,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         epsilon_start=1.0, epsilon_end=0.01, epsilon_decay_steps=200_000, epsilon_decay_rate=None,
     ),
     "cnn": dict(
-        network="cnn", channels=64, hidden=(256,), afterstate=True, augment_symmetry=True,
-        n_envs=32, lr=5e-4, gamma=0.99, buffer_size=100_000, batch_size=256, learning_starts=5_000,
-        replay_ratio=4.0, target_update=1_000, double_dqn=True, loss="huber", max_grad_norm=10.0,
+        network="cnn", channels=32, hidden=(128,), afterstate=True, augment_symmetry=True,
+        n_envs=32, lr=5e-4, gamma=0.99, buffer_size=100_000, batch_size=128, learning_starts=5_000,
+        replay_ratio=2.0, target_update=1_000, double_dqn=True, loss="huber", max_grad_norm=10.0,
         reward_transform="log", epsilon_start=0.1, epsilon_end=0.0, epsilon_decay_steps=100_000,
     ),
     "ntuple": dict(
@@ -284,4 +290,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         epsilon_start=0.0, epsilon_end=0.0,
     ),
 }
+PRESETS["mlp-afterstate"] = {**PRESETS["mlp"], "afterstate": True, "augment_symmetry": True, "epsilon_start": 0.1,
+                             "epsilon_end": 0.0, "epsilon_decay_steps": 100_000, "learning_starts": 5_000}
+PRESETS["ntuple-small"] = {**PRESETS["ntuple"], "ntuples": "17x4", "lr": 0.05}
 PRESETS["default"] = PRESETS["ntuple"]

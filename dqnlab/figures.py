@@ -37,7 +37,7 @@ __all__ = [
     "independent_data", "independent_figure", "shared_data", "shared_figure",
     "sharded_data", "sharded_figure", "averaged_data", "averaged_figure", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
-    "learning_config", "learning_data", "learning_figure",
+    "family_preset", "learning_config", "learning_data", "learning_figure",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]
 
@@ -898,14 +898,24 @@ def _final_divergence(run: RunResult) -> float | None:
 
 
 # ----------------------------------------------------------------------------- 08 learning
-#: The preset of each network family (``TrainConfig.network`` -> preset name).
-FAMILY_PRESETS = {"mlp": "mlp", "cnn": "cnn", "ntuple": "ntuple"}
+def family_preset(network: str, afterstate: bool | None = None) -> str:
+    """The preset of a network family: ``ntuple``, ``cnn``, and for ``mlp`` the former
+    default (``mlp``) or, with ``afterstate`` true, ``mlp-afterstate``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown network.
+    """
+    if network not in ("mlp", "cnn", "ntuple"):
+        raise ValueError(f"network must be one of ['cnn', 'mlp', 'ntuple'], got {network!r}")
+    return "mlp-afterstate" if network == "mlp" and afterstate else network
 
 
 def learning_config(network: str = "ntuple", afterstate: bool | None = None, augment_symmetry: bool | None = None,
                     smoke: bool | None = None, **overrides: Any) -> TrainConfig:
-    """The configuration notebook 08 and its panel train: the family's preset (``mlp``,
-    ``cnn`` or ``ntuple``) with ``afterstate`` and ``augment_symmetry`` as given (None: the
+    """The configuration notebook 08 and its panel train: the family's preset
+    (:func:`family_preset`) with ``afterstate`` and ``augment_symmetry`` as given (None: the
     preset's; symmetry augmentation is built into ``ntuple``, so it is off there).
 
     In smoke mode: the small 17x4-tuple set, small networks and buffers, learning from
@@ -916,9 +926,7 @@ def learning_config(network: str = "ntuple", afterstate: bool | None = None, aug
     ValueError
         For an unknown network or a combination :class:`~dqnlab.TrainConfig` rejects.
     """
-    if network not in FAMILY_PRESETS:
-        raise ValueError(f"network must be one of {sorted(FAMILY_PRESETS)}, got {network!r}")
-    base = TrainConfig.preset(FAMILY_PRESETS[network])
+    base = TrainConfig.preset(family_preset(network, afterstate))
     fields: dict[str, Any] = {"total_env_steps": None, "max_seconds": 60.0}
     if afterstate is not None:
         fields["afterstate"] = afterstate
@@ -926,8 +934,6 @@ def learning_config(network: str = "ntuple", afterstate: bool | None = None, aug
         fields["augment_symmetry"] = augment_symmetry and network != "ntuple"
     if network == "ntuple" and afterstate is False:  # Q-values from lookup tables: one table row per action
         fields["lr"] = base.lr / 4
-    if network == "mlp" and fields.get("afterstate", base.afterstate):
-        fields["epsilon_start"] = 0.1  # afterstates: greedy moves already play well (largest merge + V)
     if _smoke(smoke):
         fields.update(ntuples="17x4", hidden=(32,), channels=8, buffer_size=4_000, batch_size=64,
                       learning_starts=256, n_envs=16, epsilon_decay_steps=2_000, max_seconds=2.0)
@@ -938,30 +944,34 @@ def learning_config(network: str = "ntuple", afterstate: bool | None = None, aug
 
 def learning_data(smoke: bool | None = None, minutes: float | None = None, games: int | None = None,
                   seed: int = 0) -> dict[str, Any]:
-    """Learning curves of the three network families (serial) and of ``ntuple`` on the
-    ``shared`` scheme with 2 workers (lock-free, as Jaskowski 2018 trains n-tuple networks).
+    """Learning curves of the network families (serial: ``ntuple``, ``cnn``, ``mlp`` with
+    and without afterstates) and of ``ntuple`` on the ``shared`` scheme with 2 workers
+    (lock-free, as Jaskowski 2018 trains n-tuple networks).
 
     A small :func:`dqnlab.bench_learning.bench_learning`: each run stops at several points
-    of its budget (``minutes``, default 3; 0.1 in smoke mode, with the smoke settings of
-    :func:`learning_config`) and plays ``games`` greedy games there (default 1,000; 32).
+    of its budget (``minutes``, default 3; 0.05 in smoke mode, with the smoke settings of
+    :func:`learning_config`, and without ``cnn`` and the plain ``mlp``) and plays ``games``
+    greedy games there (default 1,000; 32).
     Returns its result dict (``rows``, ``time_to_player``, ``machine``, ...).
     """
     from .bench import machine_info
     from .bench_learning import POINTS, learning_curve, time_to_player
 
     smoke = _smoke(smoke)
-    minutes = budget(3.0, 0.1, smoke) if minutes is None else minutes
+    minutes = budget(3.0, 0.05, smoke) if minutes is None else minutes
     games = budget(1_000, 32, smoke) if games is None else games
     points = POINTS if not smoke else (0.5, 1.0)
     machine = machine_info()
-    runs = [("ntuple", "serial", 1, {}), ("cnn", "serial", 1, {}), ("mlp", "serial", 1, {}),
-            ("ntuple", "shared", 2, {"lock": False})]
+    runs = [("ntuple", True, "serial", 1, {}), ("cnn", True, "serial", 1, {}), ("mlp", True, "serial", 1, {}),
+            ("mlp", False, "serial", 1, {}), ("ntuple", True, "shared", 2, {"lock": False})]
+    if smoke:  # seconds each: enough to see that every kind of run works
+        runs = [r for r in runs if r[0] == "ntuple" or r[:2] == ("mlp", True)]
     rows: list[dict[str, Any]] = []
-    for network, scheme, workers, options in runs:
-        cfg = learning_config(network, smoke=smoke)
+    for network, afterstate, scheme, workers, options in runs:
+        cfg = learning_config(network, afterstate, smoke=smoke)
         overrides = {k: v for k, v in cfg.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
-        rows += learning_curve(FAMILY_PRESETS[network], scheme, workers, minutes, points, games, seed=seed,
-                               options=options, overrides=overrides)
+        rows += learning_curve(family_preset(network, afterstate), scheme, workers, minutes, points, games,
+                               seed=seed, options=options, overrides=overrides)
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 
@@ -971,7 +981,8 @@ def learning_figure(data: dict[str, Any]):
     minutes of training, one line per network family (and ``ntuple`` on 2 workers)."""
     from .bench_learning import learning_figure as draw
 
-    return draw(data)
+    _, axes = _new_figure(1, 4, figsize=(15, 3.8))
+    return draw(data, axes)
 
 
 # ------------------------------------------------------------------------------- reproduce

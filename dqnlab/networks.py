@@ -8,8 +8,9 @@ References
 ----------
 * MLP over one-hot cells: the usual DQN baseline (Mnih et al. 2015, *Nature* 518:529).
 * CNN with parallel 1x2 and 2x1 convolutions on one-hot tile planes, two layers deep:
-  the common "deep" 2048 network (e.g. Guei, Wei, Huang and Wu 2016, *TCGA*; Kondo and
-  Matsuzaki 2019).
+  the usual "deep" choice for 2048 (kernels that see exactly the pairs of cells a move can
+  merge); convolutional value networks for 2048 trained by TD: Guei, Wei, Huang and Wu
+  2016 (2x2 and 3x3 kernels).
 * N-tuple network: Szubert and Jaskowski, "Temporal difference learning of N-tuple
   networks for the game 2048", IEEE CIG 2014; Jaskowski, "Mastering 2048 with delayed
   temporal coherence learning, multistage weight promotion, redundant encoding, and
@@ -241,9 +242,8 @@ class CNNetwork(nn.Module):
     def forward(self, boards: torch.Tensor) -> torch.Tensor:
         x = _one_hot_planes(boards)
         a, b = torch.relu(self.a(x)), torch.relu(self.b(x))
-        maps = (a, b, self.aa(a), self.ab(a), self.ba(b), self.bb(b))
-        n = len(boards)
-        features = torch.cat([m.reshape(n, -1) for m in maps[:2]] + [torch.relu(m).reshape(n, -1) for m in maps[2:]], 1)
+        second = (self.aa(a), self.ab(a), self.ba(b), self.bb(b))
+        features = torch.cat([a.flatten(1), b.flatten(1)] + [torch.relu(m).flatten(1) for m in second], 1)
         return self.head(features)
 
 

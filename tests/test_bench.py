@@ -291,3 +291,48 @@ def test_replay_ratio_check_of_parallel_rows():
     assert bench._same_replay_ratio({"updates_per_1000_steps": 501.0, "window": "after warm-up"}, serial) is False
     assert bench._same_replay_ratio({"updates_per_1000_steps": 800.0, "window": "whole run"}, serial) is None
     assert bench._same_replay_ratio({"updates_per_1000_steps": float("nan")}, serial) is None
+
+
+# ----------------------------------------------------------------------------- bench learning
+def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
+    from dqnlab.bench_learning import learning_curve, learning_figure, learning_markdown, time_to_player
+
+    small = dict(ntuples="17x4", lr=0.01, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=256)
+    rows = learning_curve("ntuple", "serial", 1, minutes=0.06, points=(0.5, 1.0), games=20, overrides=small,
+                          run_dir=tmp_path / "run")
+    assert [r["preset"] for r in rows] == ["ntuple"] * len(rows) and 1 <= len(rows) <= 2
+    assert rows[-1]["minutes"] >= 0.06 * 0.99 and rows[-1]["env_steps"] > 0
+    assert all(0 <= r["reach_2048"] <= r["reach_1024"] <= 1 for r in rows)
+    assert (tmp_path / "run" / "checkpoint.pt").exists()  # the run is kept where asked
+    res = {"machine": bench.machine_info(), "minutes": 0.06, "games": 20, "rows": rows,
+           "time_to_player": time_to_player(rows)}
+    md = learning_markdown(res, "python -m dqnlab bench learning", "learning.png")
+    assert "minutes to mean 10,000" in md and "![learning curves](learning.png)" in md
+    assert len(learning_figure(res).axes) == 4
+
+
+def test_time_to_player_is_the_first_point_that_makes_one():
+    from dqnlab.bench_learning import time_to_player
+
+    base = {"preset": "p", "network": "ntuple", "scheme": "serial", "options": "", "workers": 1, "seed": 0}
+    rows = [{**base, "minutes": m, "score_mean": s, "reach_2048": r}
+            for m, s, r in [(1, 5_000, 0.0), (2, 12_000, 0.3), (3, 20_000, 0.6), (4, 25_000, 0.7)]]
+    (row,) = time_to_player(rows)
+    assert (row["minutes_to_10000"], row["minutes_to_2048_in_half"]) == (2, 3)
+    assert row["final_score_mean"] == 25_000
+    (never,) = time_to_player(rows[:1])
+    assert never["minutes_to_10000"] is None and never["minutes_to_2048_in_half"] is None
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["bench", "learning", "--presets", "best"], "--presets must name presets"),
+    (["bench", "learning", "--seconds", "3"], "bench learning takes"),
+    (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock applies only"),
+    (["bench", "env", "--minutes", "3"], "apply only to 'bench learning'"),
+])
+def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
+    from dqnlab.__main__ import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1

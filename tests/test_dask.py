@@ -151,3 +151,15 @@ def test_sharded_on_a_worker_that_runs_tasks_as_threads_equals_loky(cfg):
     assert run.updates == ref.updates > 0
     for name in ref.weights:
         np.testing.assert_array_equal(run.weights[name], ref.weights[name])
+
+
+@pytest.mark.parametrize("scheme", ["independent", "actors"])
+def test_ntuple_afterstate_learners_run_on_an_existing_scheduler(scheme, dask_cluster):
+    address, _, _ = dask_cluster
+    config = TrainConfig(network="ntuple", ntuples="17x4", afterstate=True, optimizer="sgd", max_grad_norm=None,
+                         lr=0.01, loss="mse", gamma=1.0, target_update=1, reward_transform="none",
+                         epsilon_start=0.0, epsilon_end=0.0, total_env_steps=1_200, n_envs=8, buffer_size=1_200,
+                         batch_size=32, learning_starts=200, replay_ratio=2.0, seed=0)
+    options = {"sync_every": 20} if scheme == "independent" else {"weights_every": 10}
+    run = dqnlab.train(scheme, config, workers=2, progress=False, backend="dask", dask_scheduler=address, **options)
+    assert run.status == "completed" and run.updates > 0 and abs(run.weights["weight"]).max() > 0

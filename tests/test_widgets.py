@@ -245,3 +245,22 @@ def test_interrupting_a_blocking_run_stops_it_cleanly(config):
     timer.join()
     assert time.perf_counter() - t0 < 60
     assert run.status == "stopped" and run.env_steps > 0 and not panel.running
+
+
+def test_learning_panel_trains_the_network_family_chosen(monkeypatch):
+    monkeypatch.setenv("DQNLAB_SMOKE", "1")
+    panel = widgets.learning_panel("shared", "ntuple", workers=1, budget_s=1.0)
+    assert panel.options["lock"].value is False  # Hogwild by default, as Jaskowski 2018
+    assert panel.settings()["network"] == "ntuple" and panel.augment_symmetry.layout.display == "none"
+    panel.set(network="mlp", afterstate=True, augment_symmetry=True)
+    s = panel.settings()
+    assert (s["network"], s["afterstate"], s["augment_symmetry"]) == ("mlp", True, True)
+    config = panel._config(s)
+    assert (config.network, config.afterstate, config.augment_symmetry) == ("mlp", True, True)
+    assert config.max_seconds == 1.0 and config.total_env_steps is None
+    panel.set(network="cnn", afterstate=False)
+    run = panel.run(blocking=True)
+    assert panel.error is None and run.config.network == "cnn" and not run.config.afterstate
+    assert run.env_steps > 0
+    with pytest.raises(ValueError, match="network"):
+        widgets.learning_panel("serial", "transformer")
