@@ -181,7 +181,7 @@ def transform_rewards(config: TrainConfig, rewards: np.ndarray) -> np.ndarray:
     return r
 
 
-def afterstates(config: TrainConfig, boards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def afterstates(config: TrainConfig, boards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every move's afterstate and reward for a batch of boards.
 
     Parameters
@@ -197,10 +197,12 @@ def afterstates(config: TrainConfig, boards: np.ndarray) -> tuple[np.ndarray, np
         itself where the move changes nothing).
     rewards : (N, 4) float32
         Points of each move, transformed as the learner sees them.
+    legal : (N, 4) bool
+        Whether each move changes the board.
     """
     n = len(boards)
-    after, points, _ = _move_batch_unchecked(np.repeat(boards, 4, axis=0), np.tile(_ALL_ACTIONS, n))
-    return after.reshape(n, 4, 4, 4), transform_rewards(config, points).reshape(n, 4)
+    after, points, legal = _move_batch_unchecked(np.repeat(boards, 4, axis=0), np.tile(_ALL_ACTIONS, n))
+    return after.reshape(n, 4, 4, 4), transform_rewards(config, points).reshape(n, 4), legal.reshape(n, 4)
 
 
 class DQNAgent:
@@ -256,15 +258,28 @@ class DQNAgent:
     def q_values(self, boards: np.ndarray) -> np.ndarray:
         """Q-values of the online network: ``(N, 4, 4)`` uint8 -> ``(N, 4)`` float32.
 
-        With ``config.afterstate``: ``r(s, a) + V(afterstate(s, a))`` for each move
-        (a move that changes nothing gets the value of the board itself: mask it).
+        With ``config.afterstate``: ``r(s, a) + V(afterstate(s, a))`` for each legal move
+        and ``-inf`` for a move that changes nothing (it has no afterstate of its own).
         """
         with torch.no_grad():
             if not self.config.afterstate:
                 return self.online(torch.from_numpy(np.ascontiguousarray(boards))).numpy()
-            after, rewards = afterstates(self.config, boards)
-            values = self.online(torch.from_numpy(after.reshape(-1, 4, 4))).numpy().reshape(len(boards), 4)
-            return rewards + values
+            return self._afterstate_q(boards, self.online)[0].numpy()
+
+    def _afterstate_q(self, boards: np.ndarray, *nets: torch.nn.Module) -> list[torch.Tensor]:
+        """For each of ``nets``: ``(N, 4)`` float32 ``r + V_net(afterstate)`` over the legal
+        moves of ``boards``, ``-inf`` elsewhere; only legal afterstates are evaluated."""
+        after, rewards, legal = afterstates(self.config, boards)
+        legal = torch.from_numpy(legal)
+        after_t = torch.from_numpy(after.reshape(-1, 4, 4)[legal.reshape(-1).numpy()])
+        r = torch.from_numpy(rewards)[legal]
+        out = []
+        for net in nets:
+            q = torch.full(legal.shape, -torch.inf)
+            if len(after_t):
+                q[legal] = net(after_t)[:, 0] + r
+            out.append(q)
+        return out
 
     def act(self, boards: np.ndarray, masks: np.ndarray, epsilon: float) -> np.ndarray:
         """Epsilon-greedy actions for a batch of boards.
@@ -332,12 +347,10 @@ class DQNAgent:
         next_masks = torch.from_numpy(np.ascontiguousarray(batch.next_masks))
         separate = self.target is not self.online
         with torch.no_grad():
-            if c.afterstate:
-                after, r_next = afterstates(c, batch.next_boards)
-                after_t, r_next = torch.from_numpy(after.reshape(-1, 4, 4)), torch.from_numpy(r_next)
-                q_next = self.target(after_t).reshape(-1, 4).add_(r_next)
-                chooser = (self.online(after_t).reshape(-1, 4).add_(r_next) if c.double_dqn and separate
-                           else q_next)
+            if c.afterstate:  # r' + V(afterstate') of the legal moves of s', -inf for the others
+                nets = (self.target, self.online) if c.double_dqn and separate else (self.target,)
+                q_next, *online = self._afterstate_q(batch.next_boards, *nets)
+                chooser = online[0] if online else q_next
                 rewards = torch.zeros_like(rewards)
             else:
                 next_boards = torch.from_numpy(np.ascontiguousarray(batch.next_boards))

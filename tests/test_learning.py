@@ -205,10 +205,12 @@ def test_afterstate_q_values_are_reward_plus_afterstate_value():
     boards = filled_buffer(64).sample(16).boards
     q = agent.q_values(boards)
     for a in range(4):
-        after, points, _ = move_batch(boards, np.full(16, a))
+        after, points, legal = move_batch(boards, np.full(16, a))
         with torch.no_grad():
             v = agent.online(torch.from_numpy(after)).numpy()[:, 0]
-        np.testing.assert_allclose(q[:, a], np.log2(1 + points) + v, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(q[legal, a], (np.log2(1 + points) + v)[legal], rtol=1e-5, atol=1e-5)
+        assert np.isneginf(q[~legal, a]).all()  # a move that changes nothing has no afterstate
+    assert (~np.isneginf(q)).any(axis=1).all()
 
 
 @pytest.mark.parametrize("loss", ["huber", "mse"])
