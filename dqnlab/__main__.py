@@ -341,8 +341,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(s, indent=2))
     else:
         print(f"{args.run}: {s['games']} games, mean score {s['score_mean']:,.0f} (median {s['score_median']:,.0f}, "
-              f"best {s['score_max']:,}); reached 512 / 1024 / 2048 in {s['reach_512']:.0%} / "
-              f"{s['reach_1024']:.0%} / {s['reach_2048']:.0%}")
+              f"best {s['score_max']:,}); reached 512 / 1024 / 2048 / 4096 in {s['reach_512']:.0%} / "
+              f"{s['reach_1024']:.0%} / {s['reach_2048']:.0%} / {s['reach_4096']:.0%}")
         print("largest tile: " + ", ".join(f"{t}: {c}" for t, c in s["max_tile_counts"].items()))
     return 0
 

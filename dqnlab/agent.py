@@ -562,15 +562,18 @@ class DQNAgent:
             self.sync_target()
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue training: both networks, optimiser, counters, RNG."""
-        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+        """Everything needed to continue training: both networks (``target`` None when it is the
+        online network), optimiser, counters, RNG."""
+        return {"online": self.online.state_dict(),
+                "target": None if self.target is self.online else self.target.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "updates": self.updates,
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
         self.online.load_state_dict(state["online"])
-        self.target.load_state_dict(state["target"])
+        if self.target is not self.online:
+            self.target.load_state_dict(state["online"] if state["target"] is None else state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
