@@ -84,7 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--n-envs", type=_positive_int, help="boards stepped at once per process")
     t.add_argument("--replay-ratio", type=_nonneg_float, metavar="R",
                    help="minibatch samples trained per env step (default: the preset's)")
-    t.add_argument("--network", choices=["mlp", "cnn", "ntuple"], help="Q-function family (default: the preset's)")
+    t.add_argument("--network", choices=["mlp", "cnn", "ntuple"],
+                   help="Q-function family (default: the preset's; without --preset: that family's preset, "
+                        "mlp-afterstate for --network mlp --afterstate)")
     t.add_argument("--ntuples", choices=["4x6", "2x4+2x6", "17x4"],
                    help="ntuple: the tuple set (4x6: 268 MB of tables; 17x4: 4.5 MB, cheap to ship between processes)")
     t.add_argument("--afterstate", action=argparse.BooleanOptionalAction, default=None,
@@ -184,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_from_args(args: argparse.Namespace):
-    from .config import TrainConfig
+    from .config import TrainConfig, family_preset
 
     overrides: dict[str, Any] = {"seed": 0 if args.seed is None else args.seed}
     if args.minutes is not None or args.env_steps is not None:
@@ -197,7 +199,9 @@ def _config_from_args(args: argparse.Namespace):
     for name in ("replay_ratio", "network", "ntuples", "afterstate", "augment_symmetry", "optimizer", "lr"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
-    return TrainConfig.preset(args.preset or "default", **overrides)
+    # --network without --preset: that family's preset (the default is the n-tuple network's)
+    preset = args.preset or (family_preset(args.network, args.afterstate) if args.network else "default")
+    return TrainConfig.preset(preset, **overrides)
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
@@ -431,8 +435,8 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
 
     presets = _csv(args.presets, "default,cnn,mlp-afterstate,mlp")
     unknown = [p for p in presets if p not in PRESETS]
-    if unknown:
-        raise ValueError(f"--presets must name presets among {sorted(PRESETS)}, got {unknown}")
+    if unknown or not presets:
+        raise ValueError(f"--presets must name presets among {sorted(PRESETS)}, got {args.presets!r}")
     seeds = [int(x) for x in _csv(args.seeds, "0") if x.isdigit()]
     if len(seeds) != len(_csv(args.seeds, "0")):
         raise ValueError(f"--seeds must be comma-separated integers >= 0, got {args.seeds!r}")

@@ -451,11 +451,17 @@ class DQNAgent:
         self.online.backprop(boards, inputs, grad)
         return float(value)
 
-    def apply_gradients(self) -> None:
-        """Clip the online net's gradients (if configured), take an Adam step, count the update."""
+    def step_optimizer(self) -> None:
+        """Clip the online net's gradients (if configured) and take one optimiser step (Adam,
+        or plain SGD with the sparse fast path of n-tuple tables); counts nothing (schemes
+        that keep shared counters call this, others :meth:`apply_gradients`)."""
         if self.config.max_grad_norm is not None:
             _clip_grad_norm(self._trained_parameters(), self.config.max_grad_norm)
         _optimizer_step(self.optimizer)
+
+    def apply_gradients(self) -> None:
+        """:meth:`step_optimizer`, then count the update and sync the target network when due."""
+        self.step_optimizer()
         self.updates += 1
         if self.config.target_update and self.updates % self.config.target_update == 0:
             self.sync_target()
@@ -508,13 +514,15 @@ class DQNAgent:
         sample with MSE over all four outputs (one optimiser step each), as in the
         Keras ``predict``/``predict``/``fit`` loop of the user's trainer. Kept to
         measure how much batching gains (``python -m dqnlab bench update``); counts
-        as one update.
+        as one update. Plain DQN only (no afterstates).
 
         Returns
         -------
         float
             Mean of the ``B`` single-sample losses.
         """
+        if self.config.afterstate:
+            raise ValueError("legacy_update is the user's per-transition Q-learning loop; it needs afterstate=False")
         losses = []
         gamma = self.config.gamma
         for i in range(len(batch.actions)):

@@ -33,6 +33,16 @@ __all__ = ["bench_env", "bench_update", "bench_scaling", "bench_acting", "median
            "machine_info", "peers_markdown", "learner_markdown", "write_section"]
 
 
+def _mlp_preset(name: str, what: str, **overrides: Any) -> TrainConfig:
+    """``TrainConfig.preset(name, **overrides)`` for a benchmark of the MLP's update (SB3 and the
+    FLOP count model a plain MLP Q-network); ValueError naming the preset otherwise."""
+    config = TrainConfig.preset(name, **overrides)
+    if config.network != "mlp" or config.afterstate:
+        raise ValueError(f"{what} measures the MLP Q-network's update: preset {name!r} is a {config.network} "
+                         f"network{' with afterstates' if config.afterstate else ''}; use 'mlp' or 'seed'")
+    return config
+
+
 def median_time(fn: Callable[[], Any], repeats: int = 5, min_time: float = 0.2) -> float:
     """Median over ``repeats`` of the mean seconds per call of ``fn``.
 
@@ -725,7 +735,7 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
 
     setting = PEER_SETTINGS.get(preset, {"warmup": 1_000, "overrides": {}})
     warmup = setting["warmup"] if warmup is None else warmup
-    config = TrainConfig.preset(preset, seed=seed, total_env_steps=10 ** 9, **setting["overrides"])
+    config = _mlp_preset(preset, "bench peers", seed=seed, total_env_steps=10 ** 9, **setting["overrides"])
     n = config.n_envs
     warmup = max(n, -(-warmup // n) * n)
     with torch_threads_set(threads):
@@ -1178,7 +1188,7 @@ def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None 
     mat_a, mat_b, mat_out = torch.randn(matmul_n, matmul_n), torch.randn(matmul_n, matmul_n), torch.empty(0)
     with torch_threads_set(threads):
         for preset in presets:
-            config = TrainConfig.preset(preset, seed=seed)
+            config = _mlp_preset(preset, "bench learner", seed=seed)
             agent, buffer = _seed_minibatch(config, seed)
             batch = buffer.sample(config.batch_size)
             plain = PlainUpdate(agent)

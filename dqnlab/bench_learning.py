@@ -149,18 +149,34 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
         ``machine`` (:func:`dqnlab.bench.machine_info` at the start), ``minutes``,
         ``games``, ``rows`` (:func:`learning_curve` rows of every configuration) and
         ``time_to_player`` (:func:`time_to_player` of them).
+
+    Raises
+    ------
+    ValueError
+        Before anything trains: for no or unknown presets or schemes, a parallel scheme
+        left without a worker count above 1, or no seeds.
     """
     from .bench import machine_info
+    from .config import PRESETS
+    from .schemes import SCHEMES
 
+    unknown = [p for p in presets if p not in PRESETS] + [s for s in schemes if s not in SCHEMES]
+    if not presets or not schemes or not seeds or unknown:
+        raise ValueError(f"presets and schemes must be non-empty lists from {sorted(PRESETS)} and "
+                         f"{sorted(SCHEMES)}, with at least one seed; got presets {list(presets)}, schemes "
+                         f"{list(schemes)}, seeds {list(seeds)}")
+    runs = [(scheme, k) for scheme in schemes for k in ([1] if scheme == "serial" else [k for k in workers if k > 1])]
+    idle = sorted(set(schemes) - {s for s, _ in runs})
+    if idle:
+        raise ValueError(f"workers {list(workers)} leave {idle} with nothing to run: a parallel scheme runs with "
+                         f"each worker count above 1")
     machine = machine_info()
     rows: list[dict[str, Any]] = []
     for preset in presets:
-        for scheme in schemes:
-            counts = [1] if scheme == "serial" else [k for k in workers if k > 1]
-            for k in counts:
-                for seed in seeds:
-                    rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
-                                           options=(options or {}).get(scheme), progress=progress)
+        for scheme, k in runs:
+            for seed in seeds:
+                rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
+                                       options=(options or {}).get(scheme), progress=progress)
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 

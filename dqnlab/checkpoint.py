@@ -186,6 +186,10 @@ def prepare_resume(directory: str | os.PathLike, scheme: str | None, config: Tra
     if workers is not None and workers != saved_workers:
         raise ValueError(f"resume: {where!r} was trained with workers={saved_workers}; it cannot be resumed "
                          f"with workers={workers}")
+    saved_options = dict(ck.get("options") or {})
+    if "optimizer" in saved_options and "optimizer" not in ck["config"]:
+        # written before the optimiser became a TrainConfig field (then a sharded/averaged option)
+        ck["config"] = {**ck["config"], "optimizer": saved_options.pop("optimizer")}
     saved_config = TrainConfig.from_dict(ck["config"])
     if config is None:
         config = saved_config
@@ -198,7 +202,6 @@ def prepare_resume(directory: str | os.PathLike, scheme: str | None, config: Tra
         if changed:
             raise ValueError(f"resume: the config differs from the checkpoint's in {changed}; only the budget "
                              f"({', '.join(BUDGET_FIELDS)}) may change when resuming")
-    saved_options = dict(ck.get("options") or {})
     conflicts = sorted(k for k, v in options.items() if k in saved_options and saved_options[k] != v)
     if conflicts:
         raise ValueError("resume: option(s) differ from the checkpoint's: " + ", ".join(

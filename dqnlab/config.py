@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TrainConfig", "PRESETS"]
+__all__ = ["TrainConfig", "PRESETS", "family_preset"]
 
 _ENCODINGS = ("onehot", "raw")
 _NETWORKS = ("mlp", "cnn", "ntuple")
@@ -294,3 +294,17 @@ PRESETS["mlp-afterstate"] = {**PRESETS["mlp"], "afterstate": True, "augment_symm
                              "epsilon_end": 0.0, "epsilon_decay_steps": 100_000, "learning_starts": 5_000}
 PRESETS["ntuple-small"] = {**PRESETS["ntuple"], "ntuples": "17x4", "lr": 0.05}
 PRESETS["default"] = PRESETS["ntuple"]
+
+
+def family_preset(network: str, afterstate: bool | None = None) -> str:
+    """The preset of a network family: ``ntuple``, ``cnn``, and for ``mlp`` the former
+    default (``mlp``) or, with ``afterstate`` true, ``mlp-afterstate``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown network.
+    """
+    if network not in _NETWORKS:
+        raise ValueError(f"network must be one of {_NETWORKS}, got {network!r}")
+    return "mlp-afterstate" if network == "mlp" and afterstate else network

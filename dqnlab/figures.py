@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import TrainConfig
+from .config import TrainConfig, family_preset
 from .results import RunResult
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
     "independent_data", "independent_figure", "shared_data", "shared_figure",
     "sharded_data", "sharded_figure", "averaged_data", "averaged_figure", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
-    "family_preset", "learning_config", "learning_data", "learning_figure",
+    "learning_config", "learning_data", "learning_figure",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]
 
@@ -898,24 +898,10 @@ def _final_divergence(run: RunResult) -> float | None:
 
 
 # ----------------------------------------------------------------------------- 08 learning
-def family_preset(network: str, afterstate: bool | None = None) -> str:
-    """The preset of a network family: ``ntuple``, ``cnn``, and for ``mlp`` the former
-    default (``mlp``) or, with ``afterstate`` true, ``mlp-afterstate``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown network.
-    """
-    if network not in ("mlp", "cnn", "ntuple"):
-        raise ValueError(f"network must be one of ['cnn', 'mlp', 'ntuple'], got {network!r}")
-    return "mlp-afterstate" if network == "mlp" and afterstate else network
-
-
 def learning_config(network: str = "ntuple", afterstate: bool | None = None, augment_symmetry: bool | None = None,
                     smoke: bool | None = None, **overrides: Any) -> TrainConfig:
     """The configuration notebook 08 and its panel train: the family's preset
-    (:func:`family_preset`) with ``afterstate`` and ``augment_symmetry`` as given (None: the
+    (:func:`dqnlab.config.family_preset`) with ``afterstate`` and ``augment_symmetry`` as given (None: the
     preset's; symmetry augmentation is built into ``ntuple``, so it is off there).
 
     In smoke mode: the small 17x4-tuple set, small networks and buffers, learning from

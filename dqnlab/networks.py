@@ -183,7 +183,7 @@ class QNetwork(nn.Module):
         inputs : list
             Filled by ``_forward(boards, inputs)`` in that pass (under ``torch.no_grad``).
         grad : torch.Tensor
-            ``(N, 4)`` float32 gradient of the loss with respect to the output.
+            ``(N, outputs)`` float32 gradient of the loss with respect to the output.
         """
         with torch.no_grad():
             for layer, x in zip(reversed(self._linears), reversed(inputs)):
@@ -240,6 +240,7 @@ class CNNetwork(nn.Module):
         self.head = nn.Sequential(*layers)
 
     def forward(self, boards: torch.Tensor) -> torch.Tensor:
+        """``(N, 4, 4)`` uint8 exponents -> ``(N, outputs)`` float32."""
         x = _one_hot_planes(boards)
         a, b = torch.relu(self.a(x)), torch.relu(self.b(x))
         second = (self.aa(a), self.ab(a), self.ba(b), self.bb(b))
@@ -289,16 +290,19 @@ def resolve_tuples(tuples: str | tuple[tuple[int, ...], ...]) -> tuple[tuple[int
         if tuples not in NTUPLE_SETS:
             raise ValueError(f"ntuples must be one of {sorted(NTUPLE_SETS)} or a tuple of cell tuples, got {tuples!r}")
         return NTUPLE_SETS[tuples]
+    def is_cell(c: Any) -> bool:
+        return isinstance(c, (int, np.integer)) and not isinstance(c, bool) and 0 <= c < 16
+
     try:
-        out = tuple(tuple(int(c) for c in t) for t in tuples)
+        out = tuple(tuple(t) for t in tuples)
     except TypeError:
         raise ValueError(f"ntuples must be a set name or a tuple of cell tuples, got {tuples!r}") from None
-    ok = out and all(1 <= len(t) <= MAX_TUPLE_LENGTH and len(set(t)) == len(t) and all(0 <= c < 16 for c in t)
+    ok = out and all(1 <= len(t) <= MAX_TUPLE_LENGTH and all(is_cell(c) for c in t) and len(set(t)) == len(t)
                      for t in out)
     if not ok:
-        raise ValueError("ntuples must be a non-empty tuple of tuples of 1..6 distinct cells in 0..15, "
+        raise ValueError("ntuples must be a non-empty tuple of tuples of 1..6 distinct integer cells in 0..15, "
                          f"got {tuples!r}")
-    return out
+    return tuple(tuple(int(c) for c in t) for t in out)
 
 
 class NTupleNetwork(nn.Module):
@@ -360,6 +364,7 @@ class NTupleNetwork(nn.Module):
         return cells.mm(self.powers).long().add_(self.offsets)
 
     def forward(self, boards: torch.Tensor) -> torch.Tensor:
+        """``(N, 4, 4)`` uint8 exponents -> ``(N, outputs)`` float32: the sum of the rows read."""
         return self._forward(boards)
 
     def _forward(self, boards: torch.Tensor, inputs: list[torch.Tensor] | None = None) -> torch.Tensor:
@@ -398,7 +403,13 @@ NETWORKS = ("mlp", "cnn", "ntuple")
 
 
 def make_network(config: Any, outputs: int) -> nn.Module:
-    """The network a :class:`~dqnlab.TrainConfig` asks for, with ``outputs`` values per board (4 or 1)."""
+    """The network a :class:`~dqnlab.TrainConfig` asks for, with ``outputs`` values per board (4 or 1).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``config.network`` (a validated TrainConfig never has one).
+    """
     if config.network == "mlp":
         return QNetwork(config.encoding, config.hidden, outputs)
     if config.network == "cnn":

@@ -336,3 +336,23 @@ def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert match in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(schemes=("serial", "shraed")), "schemes must be"),
+    (dict(presets=()), "presets and schemes must be non-empty"),
+    (dict(schemes=("shared",), workers=(1,)), "leave \\['shared'\\] with nothing to run"),
+])
+def test_bench_learning_checks_everything_before_training(kw, match):
+    from dqnlab.bench_learning import bench_learning
+
+    with pytest.raises(ValueError, match=match):
+        bench_learning(**{"minutes": 0.01, **kw})
+
+
+@pytest.mark.parametrize("preset", ["default", "mlp-afterstate"])
+def test_mlp_update_benchmarks_refuse_other_networks(preset):
+    with pytest.raises(ValueError, match="MLP Q-network"):
+        bench.bench_learner(presets=(preset,), rounds=1)
+    with pytest.raises(ValueError, match="MLP Q-network"):
+        bench.compare_sb3(preset, seconds=0.1)

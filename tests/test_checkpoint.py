@@ -348,3 +348,14 @@ def test_cli_resume_adds_env_steps_to_the_run(small_run, capsys):
     assert summary["env_steps"] == 640 and summary["status"] == "completed"
     assert load_checkpoint(small_run)["env_steps"] == 640
     assert "--resume" in capsys.readouterr().out  # tells how to continue
+
+
+def test_a_sharded_checkpoint_from_before_the_optimizer_field_resumes_with_its_optimizer(cfg, tmp_path):
+    """The optimiser was a sharded/averaged option before it became ``TrainConfig.optimizer``."""
+    config = cfg.replace(optimizer="sgd", total_env_steps=600)
+    dqnlab.train("sharded", config, workers=1, progress=False, run_dir=tmp_path)
+    ck = load_checkpoint(tmp_path)
+    old_config = {k: v for k, v in ck["config"].items() if k not in ("optimizer", "network", "afterstate")}
+    save_checkpoint(tmp_path, {**ck, "config": old_config, "options": {"optimizer": "sgd"}})
+    run = dqnlab.train(resume=tmp_path, config=config.replace(total_env_steps=800), progress=False)
+    assert run.config.optimizer == "sgd" and run.env_steps == 800 and "optimizer" not in run.options

@@ -357,7 +357,7 @@ def test_shared_with_lock_counts_every_update(cfg):
     assert all(w["updates"] > 0 for w in per)
     assert run.extra["updates_counter"] == sum(w["updates"] for w in per) == run.updates
     assert run.extra["lost_increments"] == 0
-    assert run.extra["lock_wait_s"] >= 0 and run.extra["adam"] == "shared"
+    assert run.extra["lock_wait_s"] >= 0 and run.extra["optimizer_state"] == "shared"
     assert run.extra["target_syncs"] == run.updates // cfg.target_update
 
 

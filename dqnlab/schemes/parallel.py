@@ -63,7 +63,6 @@ __all__ = [
 
 #: Sync schedules of the ``independent`` scheme.
 SYNC_SCHEDULES = ("none", "periodic", "final", "weighted", "best")
-#: Optimisers of the ``sharded`` and ``averaged`` schemes.
 #: Finished games whose mean score ranks a learner (``weighted`` and ``best`` schedules).
 SCORE_WINDOW = 20
 
@@ -911,9 +910,7 @@ def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
     value = agent.compute_gradients(Minibatch(boards, actions, None, None, None, None), torch.from_numpy(targets))
     if not np.isfinite(value):
         raise FloatingPointError(f"non-finite TD loss ({value}) at update {update + 1}")
-    if config.max_grad_norm is not None:
-        torch.nn.utils.clip_grad_norm_(agent.online.parameters(), config.max_grad_norm)
-    agent.optimizer.step()
+    agent.step_optimizer()
     out = {"ok": True, "weights": agent.get_weights(), "opt": optimizer_state(agent), "loss": value}
     out["compute_s"] = time.perf_counter() - t0
     return out

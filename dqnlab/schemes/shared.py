@@ -8,7 +8,7 @@ transitions to the shared replay buffer, and trains the shared model on minibatc
 sampled from the whole buffer:
 
 * ``lock=True``: a lock around each update (read the weights, compute the gradient,
-  apply the Adam step) serialises the learning: one model trained one update at a
+  apply the optimiser step) serialises the learning: one model trained one update at a
   time on everybody's data, as the user wanted; only acting runs in parallel, and
   the time workers spend waiting for the lock is reported (``extra["lock_wait_s"]``);
 * ``lock=False``: Hogwild (Niu, Recht, Re and Wright, "Hogwild!: A Lock-Free Approach
@@ -17,10 +17,12 @@ sampled from the whole buffer:
 
 Everything lives in one ``multiprocessing.shared_memory`` block (see
 :func:`shared_layout`): the online parameters as one flat float32 vector that each
-worker's torch parameters view (``torch.from_numpy``), the target parameters, the
-Adam moments and step counts, the replay arrays, and counters. **Adam state is
-shared**: with the lock this makes the K workers' updates exactly the updates of one
-Adam optimiser (the model is trained "linearly", whoever computes the step); A3C
+worker's torch parameters view (``torch.from_numpy``), the target parameters (none
+when ``target_update == 1``: the target is the online network), the Adam moments and
+step counts (none with plain SGD, ``config.optimizer = "sgd"``, as the n-tuple presets
+train), the replay arrays, and counters. With Adam, **its state is shared**: with the
+lock this makes the K workers' updates exactly the updates of one Adam optimiser (the
+model is trained "linearly", whoever computes the step); A3C
 (Mnih et al. 2016) also found shared optimiser statistics more robust than
 per-worker ones. Under Hogwild the moments are updated racily like the weights.
 
@@ -175,7 +177,7 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
 def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
     """Make ``agent``'s online and target parameters, and its Adam state, views of ``arrays``.
 
-    After this, ``agent.optimizer.step()`` updates the shared ``theta`` (and Adam
+    After this, ``agent.step_optimizer()`` updates the shared ``theta`` (and Adam
     moments) in place, and ``agent.sync_target()`` writes the shared ``target``.
     """
     off = 0
@@ -367,9 +369,7 @@ class _SharedLearner(Learner):
                 if not math.isfinite(value):
                     raise FloatingPointError(f"non-finite TD loss ({value}) at shared update "
                                              f"{int(a['updates_total'][0]) + 1} (worker {self.worker})")
-                if c.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(agent.online.parameters(), c.max_grad_norm)
-                agent.optimizer.step()
+                agent.step_optimizer()
                 agent.updates += 1
                 a["updates_total"][0] += 1
                 a["updates"][self.worker] = agent.updates
@@ -415,7 +415,9 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         ``lock_wait_s`` (total), ``per_worker`` (env steps, updates, time split, lock
         wait), ``updates_counter`` (the shared counter: equals the workers' updates
         summed under the lock; Hogwild may lose increments, see ``lost_increments``),
-        ``target_syncs``, ``adam`` (``"shared"``), ``lock``.
+        ``target_syncs`` (0 with ``target_update == 1``: the target is the online
+        network), ``optimizer_state`` (``"shared"``: Adam's moments live in the block
+        like the weights), ``lock``.
 
     Raises
     ------
