@@ -326,3 +326,14 @@ def test_ntuple_serial_resume_gives_the_same_run_as_not_stopping(tmp_path):
     assert (whole.env_steps, whole.updates) == (resumed.env_steps, resumed.updates)
     assert np.array_equal(whole.weights["weight"], resumed.weights["weight"])
     assert whole.episodes["score"].tolist() == resumed.episodes.sort_values(["worker", "episode"])["score"].tolist()
+
+
+def test_ntuple_shared_resume_gives_the_same_run_as_not_stopping(tmp_path):
+    """The shared block without target and Adam arrays (target_update 1, plain SGD) checkpoints and resumes."""
+    config = _small_ntuple(total_env_steps=1_600)
+    whole = dqnlab.train("shared", config, workers=1, progress=False, lock=False)
+    dqnlab.train("shared", config.replace(total_env_steps=800), workers=1, progress=False, lock=False,
+                 run_dir=tmp_path)
+    resumed = dqnlab.train(resume=tmp_path, config=config, progress=False)
+    assert (whole.env_steps, whole.updates) == (resumed.env_steps, resumed.updates)
+    assert np.array_equal(whole.weights["weight"], resumed.weights["weight"])
