@@ -352,6 +352,9 @@ class DQNAgent:
                 q_next, *online = self._afterstate_q(batch.next_boards, *nets)
                 chooser = online[0] if online else q_next
                 rewards = torch.zeros_like(rewards)
+                # the legal moves are those of the next boards themselves, not the stored masks: a
+                # shared replay read during a write (scheme `shared`) may pair a board with another's mask
+                next_masks = q_next > -torch.inf
             else:
                 next_boards = torch.from_numpy(np.ascontiguousarray(batch.next_boards))
                 q_next = self.target(next_boards)

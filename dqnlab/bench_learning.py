@@ -29,6 +29,14 @@ POINTS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 PLAYER_SCORE, PLAYER_REACH_2048 = 10_000, 0.5
 
 
+_ROW_KEYS = ("preset", "network", "scheme", "workers", "options", "status", "seed", "minutes", "env_steps",
+             "updates", "score_mean", "score_median", "reach_1024", "reach_2048", "reach_4096", "eval_s")
+
+
+def _options_text(options: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items()))
+
+
 def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minutes: float = 10.0,
                    points: Sequence[float] = POINTS, games: int = 1_000, seed: int = 0, eval_seed: int = 1,
                    options: dict[str, Any] | None = None, run_dir: str | Path | None = None,
@@ -59,7 +67,9 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     Returns
     -------
     list of dict
-        One row per point: ``preset``, ``network``, ``scheme``, ``workers``, ``seed``,
+        One row per point: ``preset``, ``network``, ``scheme``, ``workers``, ``options``,
+        ``status`` (the run's; a run that diverged or lost a worker ends its curve with
+        ``"failed ..."`` and the reason, keeping the points before), ``seed``,
         ``minutes`` (training wall time so far; a point whose budget the run had already
         used when the previous one ended is left out), ``env_steps``, ``updates``,
         ``score_mean``, ``score_median``, ``reach_1024``, ``reach_2048``, ``reach_4096``
@@ -70,7 +80,7 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     ValueError
         For a bad preset, budget or points (and whatever :func:`dqnlab.train` rejects).
     """
-    from .schemes import train
+    from .schemes import WorkerError, train
 
     if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0):
         raise ValueError(f"minutes must be a number > 0, got {minutes!r}")
@@ -87,15 +97,25 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
             budget = config.replace(max_seconds=point * minutes * 60.0)
             if run is not None and run.wall_time_s >= budget.max_seconds:
                 continue  # the previous segment ran past this point already
-            if run is None:
-                run = train(scheme, budget, workers=workers, progress=progress, run_dir=where, **(options or {}))
-            else:
-                run = train(resume=where, config=budget, progress=progress)
+            try:
+                if run is None:
+                    run = train(scheme, budget, workers=workers, progress=progress, run_dir=where,
+                                **(options or {}))
+                else:
+                    run = train(resume=where, config=budget, progress=progress)
+            except WorkerError as e:  # diverged or a worker died: keep the points so far, say why
+                if rows:
+                    rows[-1]["status"] = f"failed after this point: {e.message}"
+                else:
+                    rows.append({**dict.fromkeys(_ROW_KEYS), "preset": preset, "network": config.network,
+                                 "scheme": scheme, "workers": workers, "options": _options_text(options),
+                                 "seed": seed, "status": f"failed before the first point: {e.message}"})
+                break
             t0 = time.perf_counter()
             ev = evaluate(run, games=games, seed=eval_seed)
             s = ev.summary()
             rows.append({"preset": preset, "network": config.network, "scheme": scheme, "workers": workers,
-                         "options": ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items())),
+                         "options": _options_text(options), "status": run.status,
                          "seed": seed, "minutes": run.wall_time_s / 60.0, "env_steps": run.env_steps,
                          "updates": run.updates, "score_mean": s["score_mean"], "score_median": s["score_median"],
                          "reach_1024": ev.reach(1024), "reach_2048": ev.reach(2048), "reach_4096": ev.reach(4096),
@@ -122,6 +142,9 @@ def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                                    "minutes_to_10000": None,
                                    "minutes_to_2048_in_half": None, "budget_minutes": 0.0,
                                    "final_score_mean": math.nan, "final_reach_2048": math.nan})
+        row["status"] = r.get("status", "completed")
+        if r["minutes"] is None:  # failed before its first point
+            continue
         if row["minutes_to_10000"] is None and r["score_mean"] >= PLAYER_SCORE:
             row["minutes_to_10000"] = r["minutes"]
         if row["minutes_to_2048_in_half"] is None and r["reach_2048"] >= PLAYER_REACH_2048:
@@ -203,7 +226,7 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
                         "workers": "workers",
                         "seed": "seed", "to_10000": f"minutes to mean {PLAYER_SCORE:,}",
                         "to_2048": "minutes to 2048 in 50%", "final_score_mean": "mean score at the end",
-                        "final_reach_2048": "2048 at the end"},
+                        "final_reach_2048": "2048 at the end", "status": "status"},
                   {"final_score_mean": "{:,.0f}", "final_reach_2048": "{:.0%}"}), "",
     ]
     if figure:
@@ -213,7 +236,8 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
                                       "workers": "workers", "seed": "seed",
                                       "minutes": "minutes", "env_steps": "env steps", "updates": "updates",
                                       "score_mean": "mean score", "score_median": "median",
-                                      "reach_1024": "1024", "reach_2048": "2048", "reach_4096": "4096"},
+                                      "reach_1024": "1024", "reach_2048": "2048", "reach_4096": "4096",
+                                      "status": "status"},
                         {"minutes": "{:.1f}", "env_steps": "{:,}", "updates": "{:,}", "score_mean": "{:,.0f}",
                          "score_median": "{:,.0f}", "reach_1024": "{:.0%}", "reach_2048": "{:.0%}",
                          "reach_4096": "{:.0%}"})]
@@ -229,7 +253,7 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
 
         axes = Figure(figsize=(13, 3.4), layout="constrained").subplots(1, 4)
     curves: dict[tuple, list[dict[str, Any]]] = {}
-    for r in res["rows"]:
+    for r in (r for r in res["rows"] if r["minutes"] is not None):
         curves.setdefault((r["preset"], r["scheme"], r["options"], r["workers"], r["seed"]), []).append(r)
     for (preset, scheme, options, workers, seed), rows in curves.items():
         label = (f"{preset}, {scheme}" + (f" ({options})" if options else "") + f" x{workers}"

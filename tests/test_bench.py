@@ -356,3 +356,13 @@ def test_mlp_update_benchmarks_refuse_other_networks(preset):
         bench.bench_learner(presets=(preset,), rounds=1)
     with pytest.raises(ValueError, match="MLP Q-network"):
         bench.compare_sb3(preset, seconds=0.1)
+
+
+def test_a_configuration_that_diverges_is_reported_and_the_bench_goes_on():
+    from dqnlab.bench_learning import learning_curve, time_to_player
+
+    wild = dict(ntuples="17x4", lr=1e12, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=64)
+    rows = learning_curve("ntuple", "serial", 1, minutes=0.05, points=(0.5, 1.0), games=10, overrides=wild)
+    assert rows[-1]["status"].startswith("failed") and "non-finite TD loss" in rows[-1]["status"]
+    (ttp,) = time_to_player(rows)
+    assert ttp["status"].startswith("failed") and ttp["minutes_to_10000"] is None

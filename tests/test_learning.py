@@ -199,6 +199,19 @@ def test_afterstate_targets_on_hand_made_boards():
     assert columns.eq(0).all()
 
 
+def test_afterstate_targets_take_legal_moves_from_the_next_boards_not_the_stored_masks():
+    """A torn read of the shared replay can pair a next board with another transition's mask."""
+    agent = DQNAgent(_ntuple_config(ntuples=((0, 1, 2, 3),)), seed=0)
+    with torch.no_grad():
+        agent.online.weight.fill_(1.0)
+    start = [1] + [0] * 15
+    next_board = [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]  # "up" changes nothing
+    batch = _batch([start], [2], [next_board], [False])
+    wrong = Minibatch(*batch[:5], np.ones((1, 4), bool))  # a mask that says every move is legal
+    y = agent.td_targets(wrong).numpy()
+    assert np.isfinite(y).all() and y[0] == pytest.approx(agent.td_targets(batch).numpy()[0])
+
+
 def test_afterstate_q_values_are_reward_plus_afterstate_value():
     config = TrainConfig(hidden=(16,), afterstate=True, reward_transform="log")
     agent = DQNAgent(config, seed=0)
