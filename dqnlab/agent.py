@@ -268,7 +268,8 @@ class DQNAgent:
 
     def _afterstate_q(self, boards: np.ndarray, *nets: torch.nn.Module) -> list[torch.Tensor]:
         """For each of ``nets``: ``(N, 4)`` float32 ``r + V_net(afterstate)`` over the legal
-        moves of ``boards``, ``-inf`` elsewhere; only legal afterstates are evaluated."""
+        moves of ``boards``, ``-inf`` elsewhere; only legal afterstates are evaluated. The
+        last item is the ``(N, 4)`` bool legal moves."""
         after, rewards, legal = afterstates(self.config, boards)
         legal = torch.from_numpy(legal)
         after_t = torch.from_numpy(after.reshape(-1, 4, 4)[legal.reshape(-1).numpy()])
@@ -279,7 +280,7 @@ class DQNAgent:
             if len(after_t):
                 q[legal] = net(after_t)[:, 0] + r
             out.append(q)
-        return out
+        return out + [legal]
 
     def act(self, boards: np.ndarray, masks: np.ndarray, epsilon: float) -> np.ndarray:
         """Epsilon-greedy actions for a batch of boards.
@@ -349,12 +350,12 @@ class DQNAgent:
         with torch.no_grad():
             if c.afterstate:  # r' + V(afterstate') of the legal moves of s', -inf for the others
                 nets = (self.target, self.online) if c.double_dqn and separate else (self.target,)
-                q_next, *online = self._afterstate_q(batch.next_boards, *nets)
+                q_next, *online, next_masks = self._afterstate_q(batch.next_boards, *nets)
                 chooser = online[0] if online else q_next
                 rewards = torch.zeros_like(rewards)
-                # the legal moves are those of the next boards themselves, not the stored masks: a
-                # shared replay read during a write (scheme `shared`) may pair a board with another's mask
-                next_masks = q_next > -torch.inf
+                # (the legal moves of the next boards themselves, not the stored masks: a shared replay
+                # read during a write, scheme `shared`, may pair a board with another's mask; a NaN value
+                # of a legal move stays in the target, so that the loss reports it)
             else:
                 next_boards = torch.from_numpy(np.ascontiguousarray(batch.next_boards))
                 q_next = self.target(next_boards)

@@ -350,3 +350,13 @@ def test_ntuple_shared_resume_gives_the_same_run_as_not_stopping(tmp_path):
     resumed = dqnlab.train(resume=tmp_path, config=config, progress=False)
     assert (whole.env_steps, whole.updates) == (resumed.env_steps, resumed.updates)
     assert np.array_equal(whole.weights["weight"], resumed.weights["weight"])
+
+
+def test_a_non_finite_afterstate_value_is_reported_not_masked():
+    agent = DQNAgent(_ntuple_config(ntuples=((0, 1, 2, 3),)), seed=0)
+    with torch.no_grad():
+        agent.online.weight.fill_(float("nan"))
+    batch = filled_buffer(256).sample(32)
+    assert not np.isfinite(agent.td_targets(batch).numpy()[~batch.dones]).any()
+    with pytest.raises(FloatingPointError, match="non-finite TD loss"):
+        agent.update(batch)
