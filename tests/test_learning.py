@@ -326,7 +326,7 @@ def _small_ntuple(**kw) -> TrainConfig:
 def test_ntuple_trains_in_the_weight_sharing_schemes(scheme, options):
     config = _small_ntuple()
     run = dqnlab.train(scheme, config, workers=2, progress=False, **options)
-    assert run.env_steps == 2_000 and run.updates > 0
+    assert run.env_steps >= 2_000 and run.updates > 0  # (shared workers step n_envs boards at a time)
     assert np.abs(run.weights["weight"]).max() > 0  # the zero-initialised tables moved
     assert run.extra.get("optimizer", "sgd") == "sgd"
 
