@@ -244,7 +244,9 @@ def test_target_update_one_makes_the_target_the_online_network():
     agent = DQNAgent(TrainConfig(hidden=(8,), target_update=1), seed=0)
     assert agent.target is agent.online
     agent.sync_target()  # nothing to copy
-    assert DQNAgent(TrainConfig(hidden=(8,), target_update=2), seed=0).target is not None
+    separate = DQNAgent(TrainConfig(hidden=(8,), target_update=2), seed=0)
+    assert separate.target is not separate.online and separate.state_dict()["target"] is not None
+    assert agent.state_dict()["target"] is None  # stored once in checkpoints
 
 
 # ----------------------------------------------------------------------------- networks
