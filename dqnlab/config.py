@@ -257,7 +257,11 @@ class TrainConfig:
 #:   small (32 channels), since every update evaluates 5 boards per transition on the CPU.
 #: * ``ntuple``: the 4x6-tuple network learning afterstate values by TD(0) (gamma 1, plain
 #:   SGD, no exploration, the target synced every update, a small replay used about once
-#:   per transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery.
+#:   per transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery. Learning
+#:   starts once the replay is full: a minibatch drawn from the first few moves of every
+#:   game holds the same near-empty boards, whose shared table rows take one summed step
+#:   per sample and blew the values up (seen with 2 shared workers, whose 512 boards fill
+#:   1,000 slots in 2 moves; 20,000 slots hold about 40 moves of each game).
 #: * ``ntuple-small``: the same with the 17 4-tuples (4.5 MB instead of 268 MB), for schemes
 #:   that ship weights between processes (``independent``, ``actors``, ``sharded``, ``averaged``);
 #:   its learning rate is scaled to its 136 placements (the step on V per transition is the same).
@@ -286,7 +290,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "ntuple": dict(
         network="ntuple", ntuples="4x6", afterstate=True, optimizer="sgd", lr=0.2, loss="mse",
         max_grad_norm=None, gamma=1.0, reward_transform="none", target_update=1, double_dqn=False,
-        n_envs=256, buffer_size=20_000, batch_size=256, learning_starts=1_000, replay_ratio=1.0,
+        n_envs=256, buffer_size=20_000, batch_size=256, learning_starts=20_000, replay_ratio=1.0,
         epsilon_start=0.0, epsilon_end=0.0,
     ),
 }
