@@ -3,7 +3,9 @@
 The public API, grouped by purpose:
 
 * game: :class:`Game2048` (a gymnasium env), :class:`VecGame2048`, :func:`move`,
-  :func:`move_batch`, :func:`legal_actions`, :func:`is_game_over`, :func:`spawn`;
+  :func:`move_batch`, :func:`legal_actions`, :func:`is_game_over`, :func:`spawn`, and
+  :func:`board_from_tiles` / :func:`board_to_tiles` (boards as people write them: tile values)
+  to and from the log2-exponent boards the game uses;
 * agent: :class:`QNetwork`, :class:`DQNAgent`, :class:`ReplayBuffer`;
 * training: :class:`TrainConfig`, :func:`train`, :data:`SCHEMES`;
 * results: :class:`RunResult`, :func:`evaluate`, :class:`EvalResult`.
@@ -23,6 +25,8 @@ from .config import PRESETS, TrainConfig  # noqa: E402
 from .env import (  # noqa: E402
     Game2048,
     VecGame2048,
+    board_from_tiles,
+    board_to_tiles,
     is_game_over,
     legal_actions,
     move,
@@ -43,6 +47,7 @@ __version__ = "0.1.0"
 __all__ = [
     # game
     "Game2048", "VecGame2048", "move", "move_batch", "legal_actions", "is_game_over", "spawn", "new_board",
+    "board_from_tiles", "board_to_tiles",
     # agent
     "QNetwork", "DQNAgent", "ReplayBuffer", "Minibatch",
     # training

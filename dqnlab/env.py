@@ -82,7 +82,7 @@ def _check_boards(boards, name: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{name} must have an integer dtype, got {arr.dtype}")
     if arr.size and (arr.max() > MAX_EXPONENT
                      or (np.issubdtype(arr.dtype, np.signedinteger) and arr.min() < 0)):
-        raise ValueError(f"{name} must hold log2 exponents in 0..{MAX_EXPONENT}, "
+        raise ValueError(f"{name} must hold log2 exponents in 0..{MAX_EXPONENT} (0 = empty, k = the tile 2**k), "
                          f"got values in {arr.min()}..{arr.max()}")
     return arr.astype(np.uint8, copy=False)
 
@@ -626,41 +626,46 @@ def new_board(rng: np.random.Generator) -> np.ndarray:
     return new_boards(1, rng)[0]
 
 
-def board_from_tiles(rows) -> np.ndarray:
-    """Build an exponent board from tile values.
+def board_from_tiles(tiles) -> np.ndarray:
+    """Build an exponent board from tile values, as people write boards.
 
     Parameters
     ----------
-    rows : array_like
-        4 x 4 nested lists (or array) of tile values: 0 for empty, else a
-        power of two from 2 to 131072.
+    tiles : array_like
+        4 x 4 nested lists (or array) of integer tile values: 0 for an empty
+        cell, else a power of two from 2 to 131072, e.g.
+        ``[[2, 4, 8, 16], [0, 0, 2, 2], ...]``.
 
     Returns
     -------
     numpy.ndarray
-        ``(4, 4)`` uint8 log2 exponents.
+        ``(4, 4)`` uint8 log2 exponents (0 = empty, k = the tile ``2**k``), the
+        form of the package's boards and observations.
 
     Raises
     ------
     ValueError
-        If ``rows`` is not 4 x 4 integers or holds a value that is not 0 or a
-        power of two in 2..131072.
+        If ``tiles`` is not 4 x 4 integers, or holds a value that is not 0 or a
+        power of two in 2..131072 (a 3, a 6, a 1); the message lists those values.
+
+    See Also
+    --------
+    board_to_tiles : the inverse.
     """
-    tiles = np.asarray(rows)
-    if tiles.shape != (_SIZE, _SIZE) or not np.issubdtype(tiles.dtype, np.integer):
-        raise ValueError(f"rows must be 4 x 4 integer tile values, "
-                         f"got {tiles.dtype} array of shape {tiles.shape}")
-    tiles = tiles.astype(np.int64)
-    valid = (tiles == 0) | ((tiles >= 2) & (tiles <= 1 << MAX_EXPONENT)
-                            & (tiles & (tiles - 1) == 0))
+    arr = np.asarray(tiles)
+    if arr.shape != (_SIZE, _SIZE) or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"tiles must be 4 x 4 integer tile values (0 = empty, else 2, 4, 8, ... 131072), "
+                         f"got {arr.dtype} array of shape {arr.shape}")
+    arr = arr.astype(np.int64)
+    valid = (arr == 0) | ((arr >= 2) & (arr <= 1 << MAX_EXPONENT) & (arr & (arr - 1) == 0))
     if not valid.all():
-        raise ValueError(f"rows must hold 0 or powers of two in 2..{1 << MAX_EXPONENT}, "
-                         f"got {tiles[~valid].tolist()}")
-    return np.log2(np.maximum(tiles, 1)).astype(np.uint8)
+        raise ValueError(f"tiles must hold 0 (empty) or powers of two from 2 to {1 << MAX_EXPONENT}, "
+                         f"got {np.unique(arr[~valid]).tolist()}")
+    return np.log2(np.maximum(arr, 1)).astype(np.uint8)
 
 
 def board_to_tiles(board) -> np.ndarray:
-    """Tile values of an exponent board.
+    """Tile values of an exponent board (an observation), as people read boards.
 
     Parameters
     ----------
@@ -679,6 +684,43 @@ def board_to_tiles(board) -> np.ndarray:
     """
     exps = _check_boards(board, "board", 2).astype(np.int64)
     return np.where(exps > 0, np.int64(1) << exps, 0)
+
+
+def _board_argument(where: str, positional: tuple, tiles, exponents) -> np.ndarray:
+    """The exponent board a person handed to ``where`` as exactly one of ``tiles=`` and
+    ``exponents=`` (the form named, never guessed: ``[[2, 4, 8, 16], ...]`` read as
+    exponents would be a 4, a 16, a 256 and a 65536).
+
+    Parameters
+    ----------
+    where : str
+        The function's name, for the messages (e.g. ``"Game2048.set_board"``).
+    positional : tuple
+        The positional arguments the function was given; any is refused.
+    tiles, exponents : array_like or None
+        See :func:`board_from_tiles` and :func:`board_to_tiles`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(4, 4)`` uint8 log2 exponents (a new array when converted from tiles).
+
+    Raises
+    ------
+    TypeError
+        If the board came positionally, or as both or neither keyword.
+    ValueError
+        If the board is not of the form named (see :func:`board_from_tiles`, and
+        exponents outside ``0..17`` or not ``(4, 4)`` integers).
+    """
+    forms = ("tiles=[[2, 4, 8, 16], ...] for tile values (0 = empty), or exponents=obs for log2 "
+             "exponents (0 = empty, k = the tile 2**k: the form of observations)")
+    if positional:
+        raise TypeError(f"{where} takes the board by keyword, naming its form: {forms}")
+    if (tiles is None) == (exponents is None):
+        given = "both" if tiles is not None else "neither"
+        raise TypeError(f"{where} takes exactly one of tiles= and exponents=, got {given}: {forms}")
+    return board_from_tiles(tiles) if exponents is None else _check_boards(exponents, "exponents", 2)
 
 
 def max_tile(board) -> int:
@@ -827,20 +869,45 @@ class Game2048(gymnasium.Env):
                      and self._moves >= self.max_moves)
         return self._board.copy(), reward, terminated, truncated, info
 
-    def set_board(self, board) -> None:
+    def set_board(self, *positional, tiles=None, exponents=None) -> None:
         """Replace the current board (score and move count are kept).
+
+        The board is given by keyword, in the form it is written in: exactly one of
+        ``tiles`` and ``exponents``. There is no default form on purpose: people
+        write tile values (``[[2, 4, 8, 16], ...]``) while observations hold
+        exponents, and each form is a valid board of the other for many boards
+        (``[[2, 4, 8, 16], ...]`` read as exponents is a 4, a 16, a 256 and a
+        65536), so a guessed form would be silently wrong.
 
         Parameters
         ----------
-        board : array_like
-            ``(4, 4)`` integer log2 exponents in ``0..17``.
+        *positional
+            Refused (TypeError): a board passed without naming its form.
+        tiles : array_like, optional
+            4 x 4 integer tile values: 0 for an empty cell, else a power of two
+            from 2 to 131072 (see :func:`board_from_tiles`).
+        exponents : array_like, optional
+            ``(4, 4)`` integer log2 exponents in ``0..17`` (0 = empty, k = the
+            tile ``2**k``): the form of observations and ``info["board"]``.
 
         Raises
         ------
+        TypeError
+            If the board is passed positionally, or both or neither of ``tiles``
+            and ``exponents`` are given.
         ValueError
-            If ``board`` is invalid.
+            If the board is not of the form named: a tile that is not 0 or a power
+            of two in 2..131072 (a 3, a 6), an exponent outside ``0..17`` (a 2048),
+            or not 4 x 4 integers. The message names the parameter.
+
+        Examples
+        --------
+        >>> env = Game2048()
+        >>> _ = env.reset(seed=0)
+        >>> env.set_board(tiles=[[2, 4, 8, 16], [0] * 4, [0] * 4, [0, 0, 0, 2048]])
+        >>> env.set_board(exponents=[[1, 2, 3, 4], [0] * 4, [0] * 4, [0, 0, 0, 11]])  # the same board
         """
-        self._board = _check_boards(board, "board", 2).copy()
+        self._board = _board_argument("Game2048.set_board", positional, tiles, exponents).copy()
 
     def render(self):
         """Render the current board.
@@ -864,7 +931,7 @@ class Game2048(gymnasium.Env):
 
             fig = Figure(figsize=(4, 4), dpi=64)
             canvas = FigureCanvasAgg(fig)
-            draw_board(self._board, ax=fig.add_axes((0, 0, 1, 1)))
+            draw_board(exponents=self._board, ax=fig.add_axes((0, 0, 1, 1)))
             canvas.draw()
             return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
         return None

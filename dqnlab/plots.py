@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import FancyBboxPatch
 
-from dqnlab.env import board_to_tiles
+from dqnlab.env import _board_argument, board_to_tiles
 
 # Colours of the original game, indexed by exponent (0 = empty cell).
 _TILE_COLOURS = (
@@ -17,13 +17,22 @@ _BACKGROUND = "#bbada0"
 _DARK_TEXT, _LIGHT_TEXT = "#776e65", "#f9f6f2"
 
 
-def draw_board(board, ax=None, title: str | None = None):
+def draw_board(*positional, tiles=None, exponents=None, ax=None, title: str | None = None):
     """Draw a 2048 board as the familiar grid of coloured tiles.
+
+    The board is given by keyword, naming its form, as in
+    :meth:`dqnlab.Game2048.set_board`: exactly one of ``tiles`` and ``exponents``.
 
     Parameters
     ----------
-    board : array_like
-        ``(4, 4)`` integer log2 exponents in ``0..17`` (0 = empty cell).
+    *positional
+        Refused (TypeError): a board passed without naming its form.
+    tiles : array_like, optional
+        4 x 4 integer tile values: 0 for an empty cell, else a power of two from 2
+        to 131072, as people write boards.
+    exponents : array_like, optional
+        ``(4, 4)`` integer log2 exponents in ``0..17`` (0 = empty, k = the tile
+        ``2**k``): the form of observations and of :func:`dqnlab.move`'s boards.
     ax : matplotlib.axes.Axes, optional
         Axes to draw on; a new 4 x 4 inch figure is created if None.
     title : str, optional
@@ -36,10 +45,14 @@ def draw_board(board, ax=None, title: str | None = None):
 
     Raises
     ------
+    TypeError
+        If the board is passed positionally, or both or neither of ``tiles`` and
+        ``exponents`` are given.
     ValueError
-        If ``board`` is invalid.
+        If the board is not of the form named (a 3 as a tile, a 2048 as an
+        exponent, not 4 x 4 integers).
     """
-    tiles = board_to_tiles(board)
+    tiles = board_to_tiles(_board_argument("draw_board", positional, tiles, exponents))
     if ax is None:
         import matplotlib.pyplot as plt
 
