@@ -8,7 +8,9 @@ The public API, grouped by purpose:
   to and from the log2-exponent boards the game uses;
 * agent: :class:`QNetwork`, :class:`DQNAgent`, :class:`ReplayBuffer`;
 * training: :class:`TrainConfig`, :func:`train`, :data:`SCHEMES`;
-* results: :class:`RunResult`, :func:`evaluate`, :class:`EvalResult`.
+* results: :class:`RunResult`, :func:`evaluate`, :class:`EvalResult`;
+* players: :func:`load_player` (a trained player in one line), :class:`Player`, :func:`play`
+  (one game recorded move by move; watch it with :func:`dqnlab.plots.animate`), :class:`RecordedGame`.
 """
 
 import os as _os
@@ -35,7 +37,8 @@ from .env import (  # noqa: E402
     register_env,
     spawn,
 )
-from .evaluation import EvalResult, evaluate  # noqa: E402
+from .evaluation import EvalResult, RecordedGame, evaluate, play  # noqa: E402
+from .player import Player, load_player  # noqa: E402
 from .replay import Minibatch, ReplayBuffer  # noqa: E402
 from .results import RunResult  # noqa: E402
 from .schemes import SCHEMES, train  # noqa: E402
@@ -54,4 +57,6 @@ __all__ = [
     "TrainConfig", "PRESETS", "train", "SCHEMES",
     # results
     "RunResult", "evaluate", "EvalResult",
+    # players
+    "load_player", "Player", "play", "RecordedGame",
 ]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m dqnlab {train,evaluate,bench,reproduce} ...`` (``--help`` on each)."""
+"""Command line: ``python -m dqnlab {train,evaluate,play,bench,reproduce} ...`` (``--help`` on each)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ _SCHEME_FLAGS = {"sync": "--sync", "sync_every": "--sync-every", "final_fraction
                  "temperature": "--temperature", "lock": "--lock/--no-lock",
                  "weights_every": "--weights-every", "min_replay_ratio": "--min-replay-ratio",
                  "actor_epsilon": "--actor-epsilon", "lockstep": "--lockstep"}
+#: Frames of a ``play --gif`` without ``--every``: a GIF writer holds every frame in memory (see ``plots.animate``).
+_GIF_MAX_FRAMES = 500
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     from .schemes import SCHEMES
 
     p = _Parser(prog="python -m dqnlab", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,bench,reproduce}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,play,bench,reproduce}")
 
     t = sub.add_parser("train", help="train an agent; writes DIR/summary.json, episodes.csv, weights, run.png")
     t.add_argument("--scheme", choices=sorted(SCHEMES), help="training scheme (default serial)")
@@ -139,6 +141,26 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--games", type=_positive_int, default=200, help="games to play (default 200)")
     e.add_argument("--seed", type=_nonneg_int, default=0, help="seed of the games (default 0)")
     e.add_argument("--json", action="store_true", help="print JSON")
+    e.add_argument("--plot", type=Path, metavar="FILE",
+                   help="also save the figure of the games there (largest-tile distribution and score histogram; "
+                        "e.g. eval.png)")
+
+    pl = sub.add_parser("play", help="watch a trained run (or a reference policy) play one greedy game: a GIF, "
+                                     "or a text replay in the terminal")
+    pl.add_argument("run", help="run directory, or 'random' / 'corner'")
+    pl.add_argument("--seed", type=_nonneg_int, default=0,
+                    help="seed of the tile spawns (default 0; the game is the first of evaluate --seed S)")
+    pl.add_argument("--max-moves", type=_positive_int, metavar="N", help="stop after N moves (default: play to the end)")
+    pl.add_argument("--gif", type=Path, metavar="FILE.gif",
+                    help="write the game as an animated GIF (the board, and the Q-values of the four moves beside it) "
+                         "instead of the text replay")
+    pl.add_argument("--every", type=_positive_int, metavar="N",
+                    help=f"one frame (GIF) or board (text) every N moves, the start and the end always included "
+                         f"(default 1; a GIF of a game of more than {_GIF_MAX_FRAMES - 1} moves: the smallest N that "
+                         f"keeps it to {_GIF_MAX_FRAMES} frames)")
+    pl.add_argument("--fps", type=_positive_float, help="GIF: frames per second (default 5)")
+    pl.add_argument("--delay", type=_nonneg_float, metavar="SECONDS",
+                    help="text replay: pause between moves (default 0.1 on a terminal, 0 otherwise)")
 
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
     b.add_argument("what", choices=["env", "update", "scaling", "acting", "peers", "learner", "learning"],
@@ -340,7 +362,8 @@ def _scheme_options(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from . import evaluate
 
-    s = evaluate(args.run, games=args.games, seed=args.seed).summary()
+    ev = evaluate(args.run, games=args.games, seed=args.seed)
+    s = ev.summary()
     if args.json:
         print(json.dumps(s, indent=2))
     else:
@@ -348,6 +371,49 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
               f"best {s['score_max']:,}); reached 512 / 1024 / 2048 / 4096 in {s['reach_512']:.0%} / "
               f"{s['reach_1024']:.0%} / {s['reach_2048']:.0%} / {s['reach_4096']:.0%}")
         print("largest tile: " + ", ".join(f"{t}: {c}" for t, c in s["max_tile_counts"].items()))
+    if args.plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        ev.plot().savefig(args.plot, dpi=100)
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    from . import play
+
+    if args.gif is None and args.fps is not None:
+        raise ValueError("--fps applies only with --gif")
+    if args.gif is not None and args.delay is not None:
+        raise ValueError("--delay applies only to the text replay (without --gif)")
+    if args.gif is not None and args.gif.suffix.lower() != ".gif":
+        raise ValueError(f"--gif must name a .gif file, got {str(args.gif)!r}")
+    game = play(args.run, seed=args.seed, max_moves=args.max_moves)
+    end = (f"{game.moves:,} moves, score {game.score:,}, largest tile {game.max_tile:,}"
+           + (" (stopped by --max-moves)" if game.truncated else ""))
+    if args.gif is None:
+        delay = args.delay if args.delay is not None else (0.1 if sys.stdout.isatty() else 0.0)
+        for t in game.frames(args.every or 1).tolist():
+            if t and delay:
+                time.sleep(delay)
+            print(game.text(t) + "\n", flush=True)
+        print(f"{args.run}, seed {args.seed}: {end}")
+        return 0
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plots import animate
+
+    every, max_frames = args.every or 1, None if args.every else _GIF_MAX_FRAMES
+    shown = game.frames(every, max_frames)
+    args.gif.parent.mkdir(parents=True, exist_ok=True)
+    animate(game, every, max_frames, interval_ms=1000.0 / (args.fps or 5.0)).save(args.gif, writer="pillow")
+    print(f"wrote {args.gif}: {len(shown):,} frames of a game of {end}")
+    if args.every is None and len(shown) < game.moves + 1:
+        print(f"(a frame every {shown[1]:,} moves, to keep the GIF to {_GIF_MAX_FRAMES} frames; --every 1 draws "
+              f"all {game.moves + 1:,} boards)")
     return 0
 
 
@@ -517,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad input, no traceback)."""
     args = _parser().parse_args(argv)
     try:
-        return {"train": _cmd_train, "evaluate": _cmd_evaluate, "bench": _cmd_bench,
+        return {"train": _cmd_train, "evaluate": _cmd_evaluate, "play": _cmd_play, "bench": _cmd_bench,
                 "reproduce": _cmd_reproduce}[args.command](args)
     except ValueError as e:
         print(f"dqnlab: error: {e}", file=sys.stderr)

@@ -723,6 +723,27 @@ def _board_argument(where: str, positional: tuple, tiles, exponents) -> np.ndarr
     return board_from_tiles(tiles) if exponents is None else _check_boards(exponents, "exponents", 2)
 
 
+def board_text(board) -> str:
+    """A board as four lines of tile values, as a terminal shows it (``.`` = empty).
+
+    Parameters
+    ----------
+    board : array_like
+        ``(4, 4)`` integer log2 exponents in ``0..17``.
+
+    Returns
+    -------
+    str
+        Four lines, each cell right-aligned in 7 characters, no trailing newline.
+
+    Raises
+    ------
+    ValueError
+        If ``board`` is invalid.
+    """
+    return "\n".join("".join(f"{t if t else '.':>7}" for t in row) for row in board_to_tiles(board))
+
+
 def max_tile(board) -> int:
     """Value of the largest tile on a board (0 for an empty board).
 
@@ -919,10 +940,7 @@ class Game2048(gymnasium.Env):
             ("rgb_array"), or None when ``render_mode`` is None.
         """
         if self.render_mode == "ansi":
-            tiles = board_to_tiles(self._board)
-            lines = [f"score: {self._score}  moves: {self._moves}"]
-            lines += ["".join(f"{t if t else '.':>7}" for t in row) for row in tiles]
-            return "\n".join(lines) + "\n"
+            return f"score: {self._score}  moves: {self._moves}\n{board_text(self._board)}\n"
         if self.render_mode == "rgb_array":
             from matplotlib.backends.backend_agg import FigureCanvasAgg
             from matplotlib.figure import Figure

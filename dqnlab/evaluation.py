@@ -1,4 +1,5 @@
-"""Greedy evaluation of trained agents, and the reference policies they are compared with."""
+"""Greedy evaluation of trained agents, the reference policies they are compared with, and
+recorded games (:func:`play`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import numpy as np
 
 from .agent import DQNAgent
 from .config import TrainConfig
-from .env import VecGame2048, legal_actions_batch
+from .env import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, max_tile
+from .player import Player, load_player
 from .results import RunResult
 
-__all__ = ["evaluate", "EvalResult", "REFERENCE_POLICIES", "make_policy"]
+__all__ = ["evaluate", "EvalResult", "REFERENCE_POLICIES", "make_policy", "play", "RecordedGame"]
 
 Policy = Callable[[np.ndarray, np.ndarray], np.ndarray]
-PolicyLike = Union[str, RunResult, DQNAgent, dict, "os.PathLike[str]", Policy]
+PolicyLike = Union[str, RunResult, DQNAgent, Player, dict, "os.PathLike[str]", Policy]
 
 _CORNER_ORDER = np.array([2, 3, 1, 0])  # down > left > right > up
 
@@ -41,18 +43,13 @@ def _corner_policy(boards: np.ndarray, masks: np.ndarray) -> np.ndarray:
 REFERENCE_POLICIES = ("random", "corner")
 
 
-def _greedy(agent: DQNAgent) -> Policy:
-    def act(boards: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        return np.where(masks, agent.q_values(boards), -np.inf).argmax(axis=1)
-
-    return act
-
-
 def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = None) -> Policy:
     """Turn anything :func:`evaluate` accepts into ``act(boards, masks) -> actions``.
 
     ``boards`` is ``(N, 4, 4)`` uint8, ``masks`` ``(N, 4)`` bool legal moves; the
-    result is ``(N,)`` int action ids, always legal where a legal move exists.
+    result is ``(N,)`` int action ids, always legal where a legal move exists. A run,
+    its directory, weights or an agent become a greedy :class:`~dqnlab.player.Player`
+    (see :func:`~dqnlab.load_player`).
 
     Raises
     ------
@@ -62,22 +59,12 @@ def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = 
     """
     if isinstance(policy, str) and policy in REFERENCE_POLICIES:
         return _random_policy(seed) if policy == "random" else _corner_policy
-    if isinstance(policy, (str, os.PathLike)):
-        if not os.path.isdir(policy):
-            raise ValueError(f"policy must be one of {REFERENCE_POLICIES} or a run directory, a RunResult, "
-                             f"weights or a DQNAgent; no directory {str(policy)!r} exists")
-        policy = RunResult.load(policy)
-    if isinstance(policy, RunResult):
-        config, policy = policy.config, policy.weights
-    if isinstance(policy, dict):
-        agent = DQNAgent(config or TrainConfig.preset("mlp"), seed=seed)
-        agent.set_weights(policy)
-        policy = agent
-    if isinstance(policy, DQNAgent):
-        return _greedy(policy)
-    if callable(policy):
+    if isinstance(policy, (str, os.PathLike)) and not os.path.isdir(policy):
+        raise ValueError(f"policy must be one of {REFERENCE_POLICIES} or a run directory, a RunResult, "
+                         f"weights or a DQNAgent; no directory {str(policy)!r} exists")
+    if callable(policy) and not isinstance(policy, Player):
         return policy
-    raise ValueError(f"cannot evaluate a {type(policy).__name__}")
+    return load_player(policy, config=config, seed=seed)
 
 
 @dataclass
@@ -111,6 +98,16 @@ class EvalResult:
             **{f"reach_{t}": self.reach(t) for t in (512, 1024, 2048, 4096)},
         }
 
+    def plot(self):
+        """The largest-tile distribution (bars, share of games written on each) and the score
+        histogram; returns the :class:`matplotlib.figure.Figure` (2 axes).
+
+        ``python -m dqnlab evaluate RUN --plot FILE`` saves it.
+        """
+        from .plots import plot_eval
+
+        return plot_eval(self)
+
 
 def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainConfig | None = None,
              max_moves: int | None = None) -> EvalResult:
@@ -143,10 +140,8 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
     ValueError
         If ``games`` < 1, ``seed`` < 0, or ``policy`` is not one of the accepted kinds.
     """
-    if not isinstance(games, (int, np.integer)) or isinstance(games, bool) or games < 1:
-        raise ValueError(f"games must be an integer >= 1, got {games!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    _check_int(games, "games", 1)
+    _check_int(seed, "seed", 0)
     act = make_policy(policy, seed=seed, config=config)
     env = VecGame2048(games, seed=seed, max_moves=max_moves)
     boards = env.reset()
@@ -164,3 +159,190 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
         done |= ended
         boards, masks = out.boards, out.action_masks
     return EvalResult(scores, tiles, moves)
+
+
+@dataclass
+class RecordedGame:
+    """One game of 2048, move by move: what :func:`play` returns.
+
+    Watch it with :func:`dqnlab.plots.animate` (a notebook animation or a GIF) or
+    :meth:`text` (a terminal replay).
+
+    Attributes
+    ----------
+    boards : numpy.ndarray
+        ``(T + 1, 4, 4)`` uint8 log2 exponents (0 = empty, k = the tile ``2**k``;
+        :func:`dqnlab.board_to_tiles` gives tile values): the start, then the board after
+        each move and its new tile.
+    actions : numpy.ndarray
+        ``(T,)`` int64 move played on ``boards[t]`` (0 up, 1 right, 2 down, 3 left).
+    rewards : numpy.ndarray
+        ``(T,)`` int64 points scored by each move.
+    q_values : numpy.ndarray
+        ``(T, 4)`` float32 Q-values of the four moves of ``boards[t]`` that chose
+        ``actions[t]``, in the learner's reward units; NaN for an illegal move, and
+        all NaN for a policy without Q-values (``"random"``, ``"corner"``, a callable).
+    seed : int
+        Seed of the tile spawns: ``VecGame2048(1, seed=seed)`` stepped with
+        ``actions`` plays the same game again.
+    truncated : bool
+        The game was stopped by ``max_moves`` before it was over.
+    """
+
+    boards: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    q_values: np.ndarray
+    seed: int
+    truncated: bool = False
+
+    @property
+    def moves(self) -> int:
+        """Moves played (T)."""
+        return len(self.actions)
+
+    @property
+    def score(self) -> int:
+        """Points of the whole game."""
+        return int(self.rewards.sum())
+
+    @property
+    def scores(self) -> np.ndarray:
+        """``(T + 1,)`` int64 score on ``boards[t]``: the points of the first t moves."""
+        return np.concatenate([[0], np.cumsum(self.rewards)]).astype(np.int64)
+
+    @property
+    def max_tile(self) -> int:
+        """Largest tile value at the end, e.g. 2048."""
+        return max_tile(self.boards[-1])
+
+    def frames(self, every: int = 1, max_frames: int | None = None) -> np.ndarray:
+        """The boards to show: every ``every``-th from the start, and always the last.
+
+        Parameters
+        ----------
+        every : int
+            Moves between shown boards (>= 1); 1 shows the start and every move.
+        max_frames : int, optional
+            At most this many boards (>= 2): ``every`` is raised to the smallest step
+            that fits; a long game of a strong player has thousands of moves.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(k,)`` int64 increasing indices into :attr:`boards`, from 0 to T.
+
+        Raises
+        ------
+        ValueError
+            If ``every`` < 1 or ``max_frames`` < 2.
+        """
+        _check_int(every, "every", 1)
+        if max_frames is not None:
+            _check_int(max_frames, "max_frames", 2)
+            every = max(every, -(-self.moves // (max_frames - 1)))
+        return np.unique(np.r_[np.arange(0, self.moves + 1, every), self.moves]).astype(np.int64)
+
+    def animate(self, **options):
+        """:func:`dqnlab.plots.animate` of this game: the board and the Q-values of the four moves, move by move.
+
+        Parameters
+        ----------
+        **options
+            ``every``, ``max_frames``, ``interval_ms``, ``dpi`` (see :func:`dqnlab.plots.animate`).
+
+        Returns
+        -------
+        matplotlib.animation.FuncAnimation
+            ``IPython.display.HTML(anim.to_jshtml())`` in a notebook; ``anim.save("game.gif", writer="pillow")``.
+        """
+        from .plots import animate
+
+        return animate(self, **options)
+
+    def text(self, t: int) -> str:
+        """Board ``t`` as text, for a terminal replay.
+
+        A header line (the move that led to the board, its points and the Q-values that
+        chose it, the score; "game over" at the end) and four rows of tile values
+        (``.`` = empty).
+
+        Raises
+        ------
+        IndexError
+            If ``t`` is not in ``0..T``.
+        """
+        if not 0 <= t <= self.moves:
+            raise IndexError(f"t must be in 0..{self.moves}, got {t}")
+        if t == 0:
+            header = f"start, score 0 ({self.moves:,} moves to come)"
+        else:
+            q = self.q_values[t - 1]
+            header = (f"move {t:,}/{self.moves:,}: {ACTION_NAMES[self.actions[t - 1]]} +{self.rewards[t - 1]:,}, "
+                      f"score {self.scores[t]:,}")
+            if np.isfinite(q).any():
+                header += "  (Q: " + ", ".join(f"{name} {v:,.1f}" if np.isfinite(v) else f"{name} -"
+                                               for name, v in zip(ACTION_NAMES, q)) + ")"
+        if t == self.moves:
+            header += "; stopped (max_moves)" if self.truncated else "; game over"
+        return header + "\n" + board_text(self.boards[t])
+
+
+def _check_int(value: Any, name: str, minimum: int) -> None:
+    """Raise ValueError unless ``value`` is an integer (not a bool) >= ``minimum``."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
+         config: TrainConfig | None = None) -> RecordedGame:
+    """Play one game and record it move by move, to watch it, replay it or study it.
+
+    Trained players play greedily, as in :func:`evaluate`; the game is the first of
+    ``evaluate(policy, games=1, seed=seed)`` (the same spawns and moves).
+
+    Parameters
+    ----------
+    policy : str, RunResult, path, dict of arrays, DQNAgent, Player or callable
+        What :func:`evaluate` takes: ``"random"`` or ``"corner"``, a run (object or
+        directory), weights, an agent or a player (see :func:`dqnlab.load_player`), or
+        ``act(boards, masks) -> actions`` (which must pick legal moves, or the game
+        never ends unless ``max_moves`` is given).
+    seed : int
+        Seeds the tile spawns (and the random policy).
+    max_moves : int, optional
+        Stop after this many moves (``truncated`` is then True); default: play to the end.
+    config : TrainConfig, optional
+        Network shape for bare weights (default: the ``mlp`` preset).
+
+    Returns
+    -------
+    RecordedGame
+        With the Q-values of every move for a Q-network (NaN for other policies).
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` < 0, ``max_moves`` < 1, or ``policy`` is not one of the accepted kinds.
+    """
+    _check_int(seed, "seed", 0)
+    act = make_policy(policy, seed=seed, config=config)
+    env = VecGame2048(1, seed=seed, max_moves=max_moves)
+    boards, actions, rewards, q_values = [env.reset()], [], [], []
+    masks = legal_actions_batch(boards[0])
+    while True:
+        if isinstance(act, Player):
+            action, q = act.greedy(boards[-1], masks)
+        else:
+            action, q = np.asarray(act(boards[-1], masks)), np.full((1, 4), np.nan, np.float32)
+        out = env.step(action)
+        boards.append(out.next_boards)
+        actions.append(action)
+        rewards.append(out.rewards)
+        q_values.append(q)
+        if out.terminated[0] or out.truncated[0]:
+            break
+        masks = out.action_masks
+    return RecordedGame(np.concatenate(boards), np.concatenate(actions).astype(np.int64),
+                        np.concatenate(rewards).astype(np.int64), np.concatenate(q_values), seed=int(seed),
+                        truncated=bool(out.truncated[0]))

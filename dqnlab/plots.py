@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import FancyBboxPatch
 
-from dqnlab.env import _board_argument, board_to_tiles
+from dqnlab.env import ACTION_NAMES, _board_argument, board_to_tiles, legal_actions_batch
 
 # Colours of the original game, indexed by exponent (0 = empty cell).
 _TILE_COLOURS = (
@@ -411,3 +411,123 @@ def plot_divergence(runs, labels=None, ax=None, x: str = "wall_time_s", relative
     ax.set_ylim(bottom=0)
     ax.legend(fontsize="small")
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# Greedy play: the figure of an evaluation, and recorded games (:func:`dqnlab.play`) as animations.
+
+def plot_eval(result):
+    """The figure of an evaluation: the largest-tile distribution and the score histogram.
+
+    Parameters
+    ----------
+    result : EvalResult
+        What :func:`dqnlab.evaluate` returns.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two axes: one bar per largest tile reached (games, with their share written on
+        each bar) and a histogram of the scores (points) with the mean and the median.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, (ax_tiles, ax_scores) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    n = len(result.scores)
+    tiles, counts = np.unique(result.max_tiles, return_counts=True)
+    plot_bars(counts, [f"{t:,}" for t in tiles], ax_tiles, ylabel="games", title="largest tile of each game",
+              fmt=lambda c: f"{c / n:.0%}")
+    ax_tiles.set_xlabel("largest tile")
+    mean, median = float(result.scores.mean()), float(np.median(result.scores))
+    ax_scores.hist(result.scores, bins=int(np.clip(np.sqrt(n), 10, 50)), color="C0")
+    ax_scores.axvline(mean, color="k", ls="--", lw=1, label=f"mean {mean:,.0f}")
+    ax_scores.axvline(median, color="k", ls=":", lw=1, label=f"median {median:,.0f}")
+    ax_scores.set_xlabel("score (points)")
+    ax_scores.set_ylabel("games")
+    ax_scores.set_title("score of each game")
+    ax_scores.legend(fontsize="small")
+    fig.suptitle(f"{n:,} games: mean score {mean:,.0f}, the 2048 tile in {result.reach(2048):.0%}")
+    return fig
+
+
+_CHOSEN, _OTHER = "#f65e3b", "#bbada0"  # the move played, the others (the board's colours)
+
+
+def _short(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+
+
+def animate(game, every: int = 1, max_frames: int | None = None, interval_ms: float = 200.0, dpi: float = 72.0):
+    """An animation of a recorded game: the board, and beside it the Q-values of the four moves.
+
+    Frame t shows ``game.boards[t]`` and the Q-values that chose the next move (its bar
+    highlighted, its name and points in the title); the last frame shows the final board.
+
+    Parameters
+    ----------
+    game : RecordedGame
+        From :func:`dqnlab.play`.
+    every : int
+        Moves between frames (>= 1); the first and the last board are always shown.
+    max_frames : int, optional
+        At most this many frames (>= 2): ``every`` is raised to fit (see
+        :meth:`RecordedGame.frames`). A strong player's game has thousands of moves,
+        and every frame is held in memory while a GIF is written (about 0.5 MB at the
+        default size) and embedded in a notebook by ``to_jshtml`` (about 20 kB).
+    interval_ms : float
+        Milliseconds per frame (default 200: 5 frames per second, also in a saved GIF).
+    dpi : float
+        Resolution; the figure is 7.2 x 3.6 inches (518 x 259 pixels at the default 72).
+
+    Returns
+    -------
+    matplotlib.animation.FuncAnimation
+        ``IPython.display.HTML(anim.to_jshtml())`` shows it in a notebook;
+        ``anim.save("game.gif", writer="pillow")`` writes a GIF of
+        ``len(game.frames(every, max_frames))`` frames (the start and one per move by default).
+
+    Raises
+    ------
+    ValueError
+        If ``every`` < 1 or ``max_frames`` < 2.
+    """
+    from matplotlib.animation import FuncAnimation
+    from matplotlib.figure import Figure
+
+    frames = game.frames(every, max_frames)
+    legal = legal_actions_batch(game.boards)
+    scores = game.scores
+    # A Figure without pyplot: nothing left open in pyplot, no stray static copy in a notebook.
+    fig = Figure(figsize=(7.2, 3.6), dpi=dpi)
+    ax_board = fig.add_axes((0.02, 0.03, 0.44, 0.82))
+    ax_q = fig.add_axes((0.58, 0.12, 0.39, 0.7))
+    title = fig.suptitle("", fontsize="medium")
+    bars = ax_q.bar(ACTION_NAMES, np.zeros(4), color=_OTHER)
+    values = [ax_q.text(i, 0, "", ha="center", fontsize="small") for i in range(4)]
+    note = ax_q.text(0.5, 0.5, "", ha="center", va="center", transform=ax_q.transAxes, color="0.4")
+    ax_q.axhline(0, color="k", lw=0.8)
+    ax_q.set_title("Q-values of the moves", fontsize="medium")
+
+    def draw(t: int) -> None:
+        ax_board.clear()
+        draw_board(exponents=game.boards[t], ax=ax_board)
+        playing = t < game.moves
+        q = game.q_values[t] if playing else np.full(4, np.nan, np.float32)
+        finite = np.isfinite(q)
+        for i, (bar, text) in enumerate(zip(bars, values)):
+            height = float(q[i]) if finite[i] else 0.0
+            bar.set_height(height)
+            bar.set_color(_CHOSEN if playing and i == game.actions[t] else _OTHER)
+            text.set_position((i, height))
+            text.set_verticalalignment("bottom" if height >= 0 else "top")
+            text.set_text(_short(q[i]) if finite[i] else "illegal" if playing and not legal[t, i] else "")
+        if finite.any():
+            low, high = min(0.0, float(q[finite].min())), max(0.0, float(q[finite].max()))
+            pad = 0.15 * (high - low) or 1.0
+            ax_q.set_ylim(low - (pad if low < 0 else 0.0), high + pad)
+        note.set_text("" if finite.any() else "no Q-values (not a Q-network)" if playing
+                      else "stopped (max_moves)" if game.truncated else "game over")
+        step = (f"   next: {ACTION_NAMES[game.actions[t]]} (+{game.rewards[t]:,})" if playing else "")
+        title.set_text(f"move {t:,} of {game.moves:,}   score {scores[t]:,}{step}")
+
+    return FuncAnimation(fig, draw, frames=frames.tolist(), interval=interval_ms, repeat=False)

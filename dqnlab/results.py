@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from .config import TrainConfig
 
-__all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION"]
+__all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION", "MODEL_FILE"]
 
 #: Columns of :attr:`RunResult.episodes`, one row per finished game.
 EPISODE_COLUMNS = ("worker", "episode", "env_steps", "wall_time_s", "score", "max_tile",
@@ -24,6 +25,8 @@ EPISODE_COLUMNS = ("worker", "episode", "env_steps", "wall_time_s", "score", "ma
 TIME_SPLIT_KEYS = ("acting", "learning", "communication")
 #: Version of the on-disk run format written by :meth:`RunResult.save`.
 FORMAT_VERSION = 1
+#: The network's weights as a PyTorch ``state_dict`` in a run directory (see :meth:`RunResult.save`).
+MODEL_FILE = "model.pt"
 
 
 @dataclass
@@ -132,7 +135,18 @@ class RunResult:
 
     # ----------------------------------------------------------------- on disk
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write ``summary.json``, ``episodes.csv``, ``history.csv`` and ``weights.npz``.
+        """Write ``summary.json``, ``episodes.csv``, ``history.csv``, ``weights.npz`` and ``model.pt``.
+
+        ``model.pt`` holds the weights as a PyTorch ``state_dict`` of the network, for
+        code outside dqnlab::
+
+            net = dqnlab.networks.make_network(run.config, 1 if run.config.afterstate else 4)
+            net.load_state_dict(torch.load("runs/x/model.pt", weights_only=True))
+
+        (``dqnlab.load_player("runs/x")`` gives a player in one line, from ``weights.npz``). It is written once
+        the run has ended: while a run goes on (``status == "running"``, the files of a
+        periodic checkpoint) an older ``model.pt`` is removed instead, since rewriting
+        the n-tuple network's 268 MB at every checkpoint would add to ``weights.npz``'s.
 
         Each file is written to a temporary name and renamed, so a crash never leaves
         a half-written file. Returns the directory.
@@ -143,6 +157,11 @@ class RunResult:
         atomic_write(d / "episodes.csv", lambda f: self.episodes.to_csv(f, index=False))
         atomic_write(d / "history.csv", lambda f: self.history.to_csv(f, index=False))
         atomic_write(d / "weights.npz", lambda f: np.savez(f, **self.weights))
+        if self.status == "running":
+            (d / MODEL_FILE).unlink(missing_ok=True)
+        else:
+            state_dict = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in self.weights.items()}
+            atomic_write(d / MODEL_FILE, lambda f: torch.save(state_dict, f))
         return d
 
     @classmethod

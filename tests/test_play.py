@@ -1,0 +1,256 @@
+"""Watching a player (play, animate, the GIF, `python -m dqnlab play`), loading a trained one (load_player,
+model.pt), and the figure of an evaluation."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from dqnlab import (DQNAgent, Player, RecordedGame, TrainConfig, VecGame2048, evaluate, is_game_over, load_player,
+                    move, play, train)
+from dqnlab.__main__ import main
+from dqnlab.env import legal_actions_batch
+from dqnlab.networks import make_network
+from dqnlab.plots import animate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """``(run directory, RunResult)`` of a short mlp run."""
+    config = TrainConfig.preset("mlp", total_env_steps=2_000, n_envs=16, learning_starts=256, buffer_size=2_000,
+                                batch_size=32, seed=0)
+    run = train("serial", config, progress=False)
+    return run.save(tmp_path_factory.mktemp("run")), run
+
+
+def _main(args, capsys):
+    """``main(args)``'s exit status and stderr, argparse's exits included."""
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ play
+def test_a_recorded_game_replays_through_the_rules(trained):
+    game = play(trained[1], seed=3)
+    assert isinstance(game, RecordedGame)
+    n = game.moves
+    assert game.boards.shape == (n + 1, 4, 4) and game.boards.dtype == np.uint8
+    assert game.actions.shape == game.rewards.shape == (n,) and game.actions.dtype == game.rewards.dtype == np.int64
+    assert game.q_values.shape == (n, 4) and game.q_values.dtype == np.float32
+    for t in range(n):
+        after, points, changed = move(game.boards[t], game.actions[t])
+        assert changed and points == game.rewards[t]
+        spawned = game.boards[t + 1] != after  # one new 2 or 4 on an empty cell
+        assert spawned.sum() == 1 and after[spawned][0] == 0 and game.boards[t + 1][spawned][0] in (1, 2)
+    assert is_game_over(game.boards[-1]) and not game.truncated
+    assert game.score == game.scores[-1] == game.rewards.sum() > 0
+    assert game.max_tile == 2 ** int(game.boards[-1].max())
+    # greedy over legal moves: NaN exactly for the illegal ones, the largest Q played
+    np.testing.assert_array_equal(np.isfinite(game.q_values), legal_actions_batch(game.boards[:-1]))
+    np.testing.assert_array_equal(np.nanargmax(game.q_values, axis=1), game.actions)
+    # the same spawns: the moves played again in the seeded game give the same boards
+    env = VecGame2048(1, seed=game.seed)
+    boards = [env.reset()[0]] + [env.step([a]).next_boards[0] for a in game.actions]
+    np.testing.assert_array_equal(np.stack(boards), game.boards)
+
+
+@pytest.mark.parametrize("which", ["run", "random", "corner"])
+def test_play_is_the_first_game_of_evaluate(trained, which):
+    policy = trained[1] if which == "run" else which
+    game = play(policy, seed=5)
+    ev = evaluate(policy, games=1, seed=5)
+    assert (game.score, game.moves, game.max_tile) == (ev.scores[0], ev.moves[0], ev.max_tiles[0])
+    assert np.isnan(game.q_values).all() == (which != "run")
+
+
+def test_max_moves_stops_the_game_and_text_shows_each_board():
+    game = play("corner", seed=0, max_moves=7)
+    assert game.moves == 7 and game.truncated
+    assert game.text(0).startswith("start, score 0")
+    assert game.text(7).startswith(f"move 7/7: {('up', 'right', 'down', 'left')[game.actions[6]]} +")
+    assert game.text(7).splitlines()[0].endswith("stopped (max_moves)") and len(game.text(7).splitlines()) == 5
+    with pytest.raises(IndexError):
+        game.text(8)
+    with pytest.raises(ValueError, match="max_moves must be"):
+        play("corner", max_moves=0)
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        play("corner", seed=-1)
+
+
+def test_frames_subsample_a_long_game():
+    game = play("corner", seed=0, max_moves=12)
+    assert game.frames().tolist() == list(range(13))
+    assert game.frames(5).tolist() == [0, 5, 10, 12]
+    for cap in (2, 3, 4, 12):
+        shown = game.frames(max_frames=cap)
+        assert len(shown) <= cap and shown[0] == 0 and shown[-1] == 12
+    with pytest.raises(ValueError, match="every must be an integer >= 1"):
+        game.frames(0)
+    with pytest.raises(ValueError, match="max_frames must be an integer >= 2"):
+        game.frames(max_frames=1)
+
+
+# ------------------------------------------------------------------------------------------ the player
+def test_load_player_plays_the_runs_greedy_moves(trained):
+    directory, run = trained
+    player = load_player(directory)
+    game = play(run, seed=2)  # the run's own weights, greedy, as evaluate plays them
+    boards = game.boards[:-1]
+    np.testing.assert_array_equal(player.act(boards), game.actions)
+    agent = DQNAgent(run.config)
+    agent.set_weights(run.weights)
+    greedy = np.where(legal_actions_batch(boards), agent.q_values(boards), -np.inf).argmax(axis=1)
+    np.testing.assert_array_equal(greedy, game.actions)
+    np.testing.assert_array_equal(evaluate(player, games=8, seed=1).scores, evaluate(run, games=8, seed=1).scores)
+    assert load_player(player) is player and isinstance(load_player(run), Player)
+
+
+def test_q_values_and_predict_take_the_usual_observations(trained):
+    player = load_player(trained[0])
+    boards = play("random", seed=4, max_moves=30).boards
+    q = player.q_values(boards)
+    assert q.shape == (len(boards), 4) and q.dtype == np.float32
+    np.testing.assert_array_equal(np.isfinite(q), legal_actions_batch(boards))
+    actions = player.act(boards)
+    assert actions.shape == (len(boards),) and actions.dtype == np.int64
+    one, state = player.predict(boards[0], deterministic=True)
+    assert state is None and np.shape(one) == () and one == actions[0]
+    np.testing.assert_array_equal(player.predict(boards, deterministic=True)[0], actions)
+    one_hot = np.eye(16, dtype=np.uint8)[boards]  # gymnasium-2048's (4, 4, 16) observation
+    np.testing.assert_array_equal(player.predict(one_hot, deterministic=True)[0], actions)
+    assert player.predict(one_hot[0], deterministic=True)[0] == actions[0]
+
+
+def test_predict_explores_among_legal_moves_like_sb3(trained):
+    run = trained[1]
+    agent = DQNAgent(run.config.replace(epsilon_end=1.0))
+    agent.set_weights(run.weights)
+    boards = play("random", seed=4, max_moves=60).boards
+    explored, _ = Player(agent, seed=0).predict(boards)  # SB3's default: deterministic=False
+    assert legal_actions_batch(boards)[np.arange(len(boards)), explored].all()
+    assert (explored != Player(agent).act(boards)).any()
+
+
+def test_bad_boards_and_sources_are_clear_errors(trained, tmp_path):
+    player = load_player(trained[0])
+    with pytest.raises(ValueError, match=r"boards must have shape \(N, 4, 4\)"):
+        player.act(np.zeros((4, 4), np.uint8))
+    with pytest.raises(ValueError, match="observation must be"):
+        player.predict(np.zeros((3, 3), np.uint8))
+    with pytest.raises(ValueError, match="one-hot"):
+        player.predict(np.ones((4, 4, 16), np.uint8))
+    with pytest.raises(ValueError, match="no directory"):
+        load_player(tmp_path / "nope")
+    with pytest.raises(ValueError, match="not a dqnlab run directory"):
+        load_player(tmp_path)
+    with pytest.raises(ValueError, match="cannot load a player from a float"):
+        load_player(3.5)
+
+
+# ------------------------------------------------------------------------------------------ model.pt
+def test_model_pt_loads_weights_only_and_gives_the_same_q_values(trained):
+    directory, run = trained
+    net = make_network(run.config, 4)
+    net.load_state_dict(torch.load(directory / "model.pt", weights_only=True))
+    boards = play("random", seed=1, max_moves=20).boards
+    with torch.no_grad():
+        q = net(torch.from_numpy(boards)).numpy()
+    np.testing.assert_array_equal(np.where(legal_actions_batch(boards), q, np.nan),
+                                  load_player(directory).q_values(boards))
+
+
+def test_model_pt_is_written_when_the_run_has_ended(trained, tmp_path):
+    run = trained[1]
+    run.save(tmp_path)
+    assert (tmp_path / "model.pt").is_file()
+    dataclasses.replace(run, status="running").save(tmp_path)  # a periodic checkpoint's files
+    assert not (tmp_path / "model.pt").exists() and (tmp_path / "weights.npz").is_file()
+
+
+# ------------------------------------------------------------------------------------------ animation and GIF
+def test_the_gif_has_one_frame_per_move_plus_the_start(trained, tmp_path):
+    game = play(trained[1], seed=0, max_moves=12)
+    animate(game).save(tmp_path / "game.gif", writer="pillow")
+    with Image.open(tmp_path / "game.gif") as gif:
+        assert gif.n_frames == game.moves + 1 == 13
+    animate(game, every=5).save(tmp_path / "every5.gif", writer="pillow")
+    with Image.open(tmp_path / "every5.gif") as gif:
+        assert gif.n_frames == 4
+
+
+def test_the_animation_shows_in_a_notebook():
+    game = play("corner", seed=0, max_moves=3)  # no Q-values: the bars stay empty, with a note
+    html = animate(game).to_jshtml()
+    assert html.count("data:image/png;base64") == 4
+
+
+# ------------------------------------------------------------------------------------------ command line
+def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
+    gif = tmp_path / "out" / "game.gif"
+    assert main(["play", str(trained[0]), "--gif", str(gif), "--seed", "2"]) == 0
+    game = play(trained[1], seed=2)
+    with Image.open(gif) as im:
+        assert im.n_frames == game.moves + 1
+    assert f"wrote {gif}: {game.moves + 1:,} frames" in capsys.readouterr().out
+
+
+def test_cli_play_keeps_a_long_game_to_the_frame_cap(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("dqnlab.__main__._GIF_MAX_FRAMES", 5)
+    gif = tmp_path / "game.gif"
+    assert main(["play", "corner", "--gif", str(gif), "--max-moves", "40", "--fps", "20"]) == 0
+    with Image.open(gif) as im:
+        assert im.n_frames == 5
+    assert "a frame every 10 moves, to keep the GIF to 5 frames; --every 1 draws all 41 boards" in \
+        capsys.readouterr().out
+
+
+def test_cli_play_replays_as_text(trained, capsys):
+    assert main(["play", str(trained[0]), "--seed", "2", "--max-moves", "4"]) == 0
+    out = capsys.readouterr().out
+    game = play(trained[1], seed=2, max_moves=4)
+    assert out.startswith("start, score 0") and "move 4/4:" in out and "(Q: up" in out
+    assert out.rstrip().endswith(f"score {game.score:,}, largest tile {game.max_tile:,} (stopped by --max-moves)")
+    assert main(["play", "corner", "--every", "3", "--max-moves", "7"]) == 0
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("move ")] == \
+        ["move 3/7", "move 6/7", "move 7/7"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["play", "no-such-dir"], "no directory 'no-such-dir' exists"),
+    (["play", "random", "--every", "0"], "--every: expected an integer >= 1, got '0'"),
+    (["play", "random", "--fps", "3"], "--fps applies only with --gif"),
+    (["play", "random", "--gif", "x.gif", "--delay", "1"], "--delay applies only to the text replay"),
+    (["play", "random", "--gif", "x.png"], "--gif must name a .gif file, got 'x.png'"),
+    (["play", "random", "--max-moves", "-3"], "--max-moves: expected an integer >= 1"),
+])
+def test_cli_play_bad_input_is_one_clear_line(args, needle, capsys):
+    code, err = _main(args, capsys)
+    assert code == 2 and needle in err and err.startswith("dqnlab: error:") and err.count("\n") == 1
+
+
+def test_cli_play_error_has_no_traceback():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "dqnlab", "play", "no-such-dir"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 2 and "no directory" in r.stderr and "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------------------------------------ evaluation figure
+def test_eval_plot_draws_the_largest_tiles_and_the_scores(tmp_path, capsys):
+    fig = evaluate("corner", games=20, seed=0).plot()
+    assert len(fig.axes) == 2
+    assert [ax.get_xlabel() for ax in fig.axes] == ["largest tile", "score (points)"]
+    png = tmp_path / "figs" / "eval.png"
+    assert main(["evaluate", "random", "--games", "10", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG" and f"wrote {png}" in capsys.readouterr().out
