@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-games", type=_nonneg_int, default=100,
                    help="greedy games played after training for the summary (0 = none; default 100)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--no-tensorboard", action="store_true",
+                   help="write no TensorBoard event files (default: DIR/tb/, about once a second; "
+                        "watch with tensorboard --logdir runs/)")
     so = t.add_argument_group("scheme options (each only for the schemes named)")
     so.add_argument("--sync", metavar="{none,periodic,final,weighted,best}",
                     help="independent: when learners share weights (default periodic)")
@@ -260,7 +263,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     try:
         run = train(args.scheme, config, workers=args.workers, progress=not args.no_progress,
                     backend=args.backend, dask_scheduler=args.dask_scheduler, run_dir=out, checkpoint_every=every,
-                    resume=args.resume, **options)
+                    resume=args.resume, tensorboard=not args.no_tensorboard, **options)
     except DivergedError as e:  # the partial run and the last good checkpoint are in OUT (train wrote them)
         out.mkdir(parents=True, exist_ok=True)
         (out / "error.txt").write_text(str(e) + "\n")
@@ -310,6 +313,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
               f"python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
     else:
         print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, weights.npz, run.png)")
+    if not args.no_tensorboard:
+        print(f"curves in TensorBoard: tensorboard --logdir {out}")
     return 130 if run.status == "interrupted" else 0
 
 

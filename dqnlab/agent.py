@@ -14,6 +14,8 @@ References
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,10 @@ from .replay import Minibatch
 from .symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
 
 __all__ = ["QNetwork", "DQNAgent", "epsilon_at", "transform_rewards", "afterstates", "N_EXPONENTS",
-           "EMBEDDING_MIN_BATCH"]
+           "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]
+
+#: What :meth:`DQNAgent.diagnostics` reports about the last update.
+UPDATE_DIAGNOSTICS = ("loss", "q_max_mean", "grad_norm")
 
 _ALL_ACTIONS = np.arange(4)
 
@@ -43,15 +48,25 @@ def _adam(params: Any, lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
-def _clip_grad_norm(params: Any, max_norm: float) -> None:
+def _grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """L2 norm of all ``grads`` together (a 0-d tensor; NaN for none). A sparse gradient is
+    coalesced first: an n-tuple table's rows used more than once add up before squaring."""
+    dense = [g for g in grads if not g.is_sparse]
+    norms = list(torch._foreach_norm(dense, 2.0)) if dense else []
+    norms += [torch.linalg.vector_norm(g.coalesce().values(), 2.0) for g in grads if g.is_sparse]
+    return torch.linalg.vector_norm(torch.stack(norms), 2.0) if norms else torch.tensor(float("nan"))
+
+
+def _clip_grad_norm(params: Any, max_norm: float) -> torch.Tensor | None:
     """``nn.utils.clip_grad_norm_(params, max_norm)`` (same arithmetic, L2 norm), without its
     per-call grouping of tensors by device and dtype: scale all gradients by
-    ``min(1, max_norm / (norm + 1e-6))``."""
+    ``min(1, max_norm / (norm + 1e-6))``. Returns the norm before clipping (None without gradients)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+        return None
+    total = _grad_norm(grads)
     torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    return total
 
 
 def _no_hooks(optimizer: torch.optim.Optimizer) -> bool:
@@ -253,6 +268,13 @@ class DQNAgent:
         else:
             self.optimizer = _adam(self.online.parameters(), config.lr)
         self.updates = 0
+        # What the last update left for diagnostics(): its loss, the (B, outputs) online values of its
+        # minibatch and its gradient norm before clipping (None: not clipped, read from the gradients);
+        # or, for an update computed elsewhere, the numbers record_diagnostics() was given.
+        self._last_loss = math.nan
+        self._last_values: torch.Tensor | None = None
+        self._last_norm: torch.Tensor | None = None
+        self._recorded = dict.fromkeys(UPDATE_DIAGNOSTICS, math.nan)
 
     # ------------------------------------------------------------------ acting
     def q_values(self, boards: np.ndarray) -> np.ndarray:
@@ -390,10 +412,15 @@ class DQNAgent:
         process holding the same weights); computed here when None. Only ``boards``
         and ``actions`` of ``batch`` are read when they are given.
         """
+        return self._loss(batch, targets)[0]
+
+    def _loss(self, batch: Minibatch, targets: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`loss` and the ``(B, outputs)`` online values it was computed from."""
         boards, columns = self._trained(batch)
-        q = self.online(boards).gather(1, columns).squeeze(1)
+        values = self.online(boards)
+        q = values.gather(1, columns).squeeze(1)
         y = self.td_targets(batch) if targets is None else targets
-        return F.smooth_l1_loss(q, y) if self.config.loss == "huber" else F.mse_loss(q, y)
+        return (F.smooth_l1_loss(q, y) if self.config.loss == "huber" else F.mse_loss(q, y)), values
 
     def compute_gradients(self, batch: Minibatch, targets: torch.Tensor | None = None) -> float:
         """Set the online net's gradients to those of the TD loss on ``batch``; return the loss.
@@ -423,12 +450,14 @@ class DQNAgent:
         """
         if targets is None:
             batch = self.augment(batch)
+        self._last_norm = None
         if not hasattr(self.online, "backprop"):  # CNNetwork
             for p in self.online.parameters():
                 p.grad = None
-            value = self.loss(batch, targets)
+            value, values = self._loss(batch, targets)
             value.backward()
-            return value.item()
+            self._last_loss, self._last_values = value.item(), values.detach()
+            return self._last_loss
         boards, columns = self._trained(batch)
         n = len(boards)
         inputs: list[torch.Tensor | None] = []
@@ -453,14 +482,15 @@ class DQNAgent:
                 slope = error.mul_(2.0 / n)
             grad = torch.zeros_like(q).scatter_(1, columns, slope[:, None])
         self.online.backprop(boards, inputs, grad)
-        return float(value)
+        self._last_loss, self._last_values = float(value), q
+        return self._last_loss
 
     def step_optimizer(self) -> None:
         """Clip the online net's gradients (if configured) and take one optimiser step (Adam,
         or plain SGD with the sparse fast path of n-tuple tables); counts nothing (schemes
         that keep shared counters call this, others :meth:`apply_gradients`)."""
         if self.config.max_grad_norm is not None:
-            _clip_grad_norm(self._trained_parameters(), self.config.max_grad_norm)
+            self._last_norm = _clip_grad_norm(self._trained_parameters(), self.config.max_grad_norm)
         _optimizer_step(self.optimizer)
 
     def apply_gradients(self) -> None:
@@ -469,6 +499,39 @@ class DQNAgent:
         self.updates += 1
         if self.config.target_update and self.updates % self.config.target_update == 0:
             self.sync_target()
+
+    def diagnostics(self) -> dict[str, float]:
+        """What the last gradient computed by :meth:`compute_gradients` says about learning.
+
+        Returns
+        -------
+        dict
+            ``loss``: its TD loss (mean over the minibatch); ``q_max_mean``: the mean over
+            its minibatch of ``max_a Q(s, a)`` by the online network before the step (with
+            ``config.afterstate``, of the trained value ``V(afterstate(s, a))``);
+            ``grad_norm``: the L2 norm of its gradient before clipping. All NaN before the
+            first update; what :meth:`record_diagnostics` was given, if it was called since.
+
+        Notes
+        -----
+        The numbers are reduced from tensors the update computed anyway, when this is
+        called (the schemes call it about once a second): an update pays nothing for
+        them. Without clipping the gradient norm is read from the gradients, which stay
+        those of the last update until the next one.
+        """
+        if self._last_values is None:
+            return dict(self._recorded)
+        norm = self._last_norm
+        if norm is None:
+            norm = _grad_norm([p.grad for p in self._trained_parameters() if p.grad is not None])
+        return {"loss": self._last_loss, "q_max_mean": float(self._last_values.amax(dim=1).mean()),
+                "grad_norm": float(norm)}
+
+    def record_diagnostics(self, values: Mapping[str, float]) -> None:
+        """Make :meth:`diagnostics` report ``values`` (its keys, :data:`UPDATE_DIAGNOSTICS`), for
+        an update of this agent computed elsewhere (the workers of ``sharded`` and ``averaged``)."""
+        self._last_values = None
+        self._recorded = {name: float(values[name]) for name in UPDATE_DIAGNOSTICS}
 
     def _trained_parameters(self) -> list[torch.Tensor]:
         """The optimiser's parameters (the online net's), without walking the module tree."""

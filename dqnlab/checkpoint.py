@@ -236,6 +236,9 @@ class Checkpointer:
     workers : int
     resumed : dict, optional
         The checkpoint this run continues (:func:`load_checkpoint` output).
+    tensorboard : bool
+        Whether the run loop also writes TensorBoard event files in the directory's
+        ``tb/`` (:class:`~dqnlab.tensorboard.TensorBoardLog`); default True.
 
     Attributes
     ----------
@@ -246,9 +249,10 @@ class Checkpointer:
     """
 
     def __init__(self, directory: str | os.PathLike, every_s: float | None, scheme: str, workers: int,
-                 resumed: dict[str, Any] | None = None):
+                 resumed: dict[str, Any] | None = None, tensorboard: bool = True):
         check_checkpoint_every(every_s)
         self.directory = Path(directory)
+        self.tensorboard = tensorboard
         self.every_s = None if every_s is None else float(every_s)
         self.scheme, self.workers = scheme, workers
         self.resumed = resumed

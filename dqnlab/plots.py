@@ -178,16 +178,73 @@ def plot_reward(runs, ax=None, x: str = "wall_time_s", window: int = 50, per_wor
 
 
 def plot_run(run, window: int = 50):
-    """The standard figure of a run: reward vs wall time, reward vs env steps, speed."""
+    """The standard figure of a run: reward vs wall time, reward vs env steps and speed; below,
+    the DQN diagnostics (:func:`plot_diagnostics`: TD loss, mean max-Q, epsilon vs wall time)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
-    plot_reward(run, axes[0], "wall_time_s", window)
-    plot_reward(run, axes[1], "env_steps", window)
-    plot_speed(run, axes[2])
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7.4), layout="constrained")
+    plot_reward(run, axes[0, 0], "wall_time_s", window)
+    plot_reward(run, axes[0, 1], "env_steps", window)
+    plot_speed(run, axes[0, 2])
+    plot_diagnostics(run, axes[1])
     fig.suptitle(f"{run.scheme} x{run.workers}: {run.env_steps:,} env steps, {run.updates:,} updates, "
                  f"{run.wall_time_s:.0f} s")
     return fig
+
+
+#: The panels of :func:`plot_diagnostics`: history column, title, vertical-axis label.
+_DIAGNOSTIC_PANELS = (("loss", "TD loss", "TD loss of the last update"),
+                      ("q_max_mean", "mean max-Q", "mean over the minibatch of max_a Q(s, a)"),
+                      ("epsilon", "exploration", "epsilon"))
+
+
+def plot_diagnostics(run, axes=None):
+    """TD loss (log scale), mean max-Q and epsilon against wall time, from ``run.history``.
+
+    Each is sampled at the run's progress reports (about once a second; the loss and
+    mean max-Q start when learning starts). With several workers (``independent``,
+    ``shared``: learners; ``actors``: each actor's epsilon) each worker's line is drawn
+    thin beside the run's (the mean over workers).
+
+    Parameters
+    ----------
+    run : RunResult
+        A history without the diagnostics (a run saved by an older dqnlab) gets a note
+        in each panel instead of a line.
+    axes : sequence of 3 matplotlib.axes.Axes, optional
+        Default: a new figure of three panels in a row.
+
+    Returns
+    -------
+    sequence of matplotlib.axes.Axes
+    """
+    import re
+
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(15, 3.6), layout="constrained")
+    history = run.history
+    t = np.asarray(history["wall_time_s"], float)
+    for ax, (column, title, ylabel) in zip(axes, _DIAGNOSTIC_PANELS):
+        found = [(int(m.group(1)), name) for name in history.columns
+                 if (m := re.fullmatch(rf"worker(\d+)_{column}", str(name)))]
+        for k, name in sorted(found):
+            ax.plot(t, np.asarray(history[name], float), lw=0.8, alpha=0.7, label=f"worker {k}")
+        values = np.asarray(history[column], float) if column in history else np.full(len(t), np.nan)
+        if np.isfinite(values).any():
+            ax.plot(t, values, color="k", lw=1.5, label="mean of the workers" if found else None)
+            if column == "loss" and (values[np.isfinite(values)] > 0).all():
+                ax.set_yscale("log")
+        else:
+            ax.text(0.5, 0.5, "no update yet" if column in history else "not recorded (an older run)",
+                    ha="center", va="center", transform=ax.transAxes)
+        if found:
+            ax.legend(fontsize="small")
+        ax.set_xlabel("wall time (s)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+    return axes
 
 
 # ----------------------------------------------------------------------------------------------

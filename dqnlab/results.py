@@ -58,8 +58,15 @@ class RunResult:
         Final online-network parameters (float32), loadable with
         :meth:`dqnlab.DQNAgent.set_weights`.
     history : pandas.DataFrame
-        Progress samples (``wall_time_s``, ``env_steps``, ``updates``) about once a
-        second: the data of the speed plot.
+        Progress samples about once a second: ``wall_time_s``, ``env_steps``, ``updates``
+        (the data of the speed plot) and the DQN diagnostics
+        (:data:`dqnlab.schemes.base.DIAGNOSTICS`): ``loss`` (TD loss of the last update),
+        ``q_max_mean`` (mean over its minibatch of max_a Q(s, a); with afterstates, of the
+        trained V), ``epsilon``, ``replay_ratio`` (minibatch samples trained so far per env
+        step so far) and ``grad_norm`` (L2 norm of the last gradient before clipping); the
+        loss, max-Q and norm are NaN before learning starts. With several learners or
+        actors, also each worker's, as ``worker{k}_loss`` and so on (``actors``:
+        ``worker{k}_epsilon``).
     status : str
         ``"completed"`` (budget reached), ``"stopped"`` (callback / Stop button),
         ``"interrupted"`` (Ctrl-C / KeyboardInterrupt) or ``"failed"`` (the partial

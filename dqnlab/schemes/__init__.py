@@ -35,7 +35,7 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
           progress: bool = True, callback: Callable[[RunResult], Any] | None = None, backend: str | None = None,
           dask_scheduler: str | None = None, run_dir: str | os.PathLike | None = None,
           checkpoint_every: float | None = None, resume: str | os.PathLike | None = None,
-          **options: Any) -> RunResult:
+          tensorboard: bool = True, **options: Any) -> RunResult:
     """Train a DQN agent on 2048 with the named scheme.
 
     Parameters
@@ -70,7 +70,8 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         ``history.csv`` and ``weights.npz`` are written there at the end of the run
         (budget spent, Stop, Ctrl-C; after a worker fault or a divergence the result
         files, keeping the last good checkpoint) and every ``checkpoint_every``
-        seconds. See :mod:`dqnlab.checkpoint`.
+        seconds (see :mod:`dqnlab.checkpoint`); TensorBoard event files go to its
+        ``tb/`` during the run (see ``tensorboard``).
     checkpoint_every : float, optional
         Seconds of wall time between checkpoints (needs ``run_dir`` or ``resume``);
         0 = at every progress report (about once a second); None (default) = only
@@ -82,6 +83,12 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         ``max_seconds``, which count the whole run, earlier sessions included).
         Episode numbers, env-step counts, wall time and history continue. The run
         keeps writing to ``resume`` unless ``run_dir`` names another directory.
+    tensorboard : bool
+        With a run directory, write TensorBoard event files in ``RUN_DIR/tb/`` about
+        once a second (default True; a resumed run continues them): score, max tile,
+        TD loss, mean max-Q, epsilon, gradient norm, speed, replay ratio and time split,
+        against env steps (see :mod:`dqnlab.tensorboard` for the tags). Nothing without
+        a run directory.
     **options
         Scheme-specific keyword arguments, documented on each scheme's ``run``.
 
@@ -95,8 +102,12 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     ValueError
         For an unknown scheme, ``workers`` < 1, an option the scheme does not take, a
         backend the scheme cannot run on (e.g. ``shared`` on Dask), a bad
-        ``checkpoint_every``, or a ``resume`` directory that is not a run, is of
-        another checkpoint version, or disagrees with the arguments.
+        ``checkpoint_every``, a ``tensorboard`` that is not a bool, or a ``resume``
+        directory that is not a run, is of another checkpoint version, or disagrees
+        with the arguments.
+    ImportError
+        With a run directory and ``tensorboard=True``, if the ``tensorboard`` package is
+        not installed.
     WorkerError
         If a worker fails; ``err.partial`` holds what was gathered (also written to
         the run directory).
@@ -135,6 +146,8 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         raise ValueError("checkpoint_every needs a run directory (run_dir=...)")
     if run_dir is not None and not isinstance(run_dir, (str, os.PathLike)):
         raise ValueError(f"run_dir must be a path, got {type(run_dir).__name__}")
+    if not isinstance(tensorboard, bool):
+        raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
     run = SCHEMES[scheme]
     accepted = set(inspect.signature(run).parameters) - {"config", "workers", "progress", "callback"}
     unknown = sorted(set(options) - accepted)
@@ -146,7 +159,7 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     if run_dir is not None:
         if checkpoint_every is None and resumed is not None:  # a resumed run keeps its period
             checkpoint_every = resumed.get("checkpoint_every_s")
-        checkpointer = Checkpointer(run_dir, checkpoint_every, scheme, workers, resumed)
+        checkpointer = Checkpointer(run_dir, checkpoint_every, scheme, workers, resumed, tensorboard)
         options["_checkpoint"] = checkpointer  # every scheme's run takes it
     try:
         # this process learns too (serial, one-worker runs, the parent's share of a scheme):

@@ -91,7 +91,7 @@ from ..config import TrainConfig
 from ..env import VecGame2048, legal_actions_batch
 from ..replay import ReplayBuffer
 from ..results import RunResult
-from .base import RunLoop, episodes_frame, recent_score, worker_seeds
+from .base import Progress, RunLoop, episodes_frame, mean_diagnostics, worker_seeds
 from .parallel import (
     Channel,
     DivergedError,
@@ -279,7 +279,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             learner.group = group
             if resumed is not None:  # lockstep actors that were waiting for the learner's reply get it
                 learner.answer(sorted(k for k, a in enumerate(resumed["actors"]) if a["awaiting"]))
-            drive_tasks(group, loop, learner.handle, learner.totals, "actors", lambda: result("failed"),
+            drive_tasks(group, loop, learner.handle, lambda: learner.progress(loop.elapsed), "actors",
+                        lambda: result("failed"),
                         work=learner.work, checkpoint=checkpoint if _checkpoint is not None else None)
         # The actors spent the step budget (not stopped by the user, not out of time): honour the floor.
         if loop.status in ("running", "completed") and (loop.deadline is None or time.perf_counter() < loop.deadline):
@@ -352,8 +353,26 @@ class _Learner:
     def updates(self) -> int:
         return self.agent.updates
 
-    def totals(self) -> tuple[int, int, float]:
-        return self.env_steps, self.updates, recent_score(self.rows)
+    def time_split(self, wall: float) -> dict[str, float]:
+        """Seconds ``acting`` (the actors'), ``learning`` (the learner's updates) and in
+        ``communication`` (both sides' sending, receiving and waiting), after ``wall`` seconds."""
+        actors = [a.get("timing", {}) for a in self.actors]
+        actor_comm = sum(t.get(key, 0.0) for t in actors for key in ("sending", "receiving", "waiting", "weights"))
+        learner_comm = self.timing["receiving"] + self.timing["sending_weights"] + self.waiting_s(wall)
+        return {"acting": sum(t.get("acting", 0.0) for t in actors), "learning": self.timing["learning"],
+                "communication": actor_comm + learner_comm}
+
+    def waiting_s(self, wall: float) -> float:
+        """Seconds of the first ``wall`` that the learner spent waiting (not learning, receiving or sending)."""
+        return max(0.0, wall - sum(self.timing.values()))
+
+    def progress(self, wall: float) -> Progress:
+        """The run's :class:`~dqnlab.schemes.base.Progress` after ``wall`` seconds: the learner's
+        diagnostics, with the actors' mean epsilon; each actor's epsilon."""
+        epsilons = [{"epsilon": a.get("epsilon_now", math.nan)} for a in self.actors]
+        diagnostics = {**mean_diagnostics(epsilons, self.updates * self.config.batch_size, self.env_steps),
+                       **self.agent.diagnostics()}
+        return Progress(self.env_steps, self.updates, self.rows, self.time_split(wall), diagnostics, epsilons)
 
     # ------------------------------------------------------------------ messages
     def handle(self, kind: str, k: int, payload: Any) -> None:
@@ -395,7 +414,7 @@ class _Learner:
 
     def _store(self, k: int, p: dict[str, Any]) -> None:
         self.actors[k] = {key: p[key] for key in ("env_steps", "episodes", "timing", "weights_loads", "waits",
-                                                   "epsilon")}
+                                                   "epsilon", "epsilon_now")}
         for row in p["rows"]:
             row["loss"] = self.last_loss
         self.rows.extend(p["rows"])
@@ -553,21 +572,15 @@ class _Learner:
                 "loading_weights_s": t.get("weights", 0.0),
                 "weights_loads": a.get("weights_loads", 0), "waits": a.get("waits", 0),
             })
-        busy = sum(self.timing.values())
         learner = {"learning_s": self.timing["learning"], "receiving_s": self.timing["receiving"],
                    "sending_weights_s": self.timing["sending_weights"],
-                   "waiting_s": max(0.0, wall - busy), "first_data_s": self.first_data_s,
+                   "waiting_s": self.waiting_s(wall), "first_data_s": self.first_data_s,
                    "updates": self.updates, "torch_threads": self.threads,
                    "updates_per_s": self.updates / wall if wall > 0 else None}
-        actor_comm = sum(w["sending_s"] + w["receiving_s"] + w["waiting_s"] + w["loading_weights_s"]
-                         for w in per_worker)
-        learner_comm = learner["receiving_s"] + learner["sending_weights_s"] + learner["waiting_s"]
         learned_steps = self.env_steps - self.started_at if self.started_at is not None else 0
         return RunResult(
             scheme="actors", config=c, workers=self.workers, episodes=episodes_frame(self.rows),
-            env_steps=self.env_steps, updates=self.updates, wall_time_s=wall,
-            time_split={"acting": sum(w["acting_s"] for w in per_worker), "learning": self.timing["learning"],
-                        "communication": actor_comm + learner_comm},
+            env_steps=self.env_steps, updates=self.updates, wall_time_s=wall, time_split=self.time_split(wall),
             weights=self.agent.get_weights(), history=pd.DataFrame(loop.history), status=status or loop.status,
             options=dict(options),
             extra={
@@ -689,7 +702,7 @@ def _actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, 
         ch.send(kind, {"transitions": transitions, "version": st["version"], "finished": finished_in_chunk,
                        "rows": rows, "env_steps": st["env_steps"], "episodes": st["episodes"],
                        "timing": dict(timing), "weights_loads": st["loads"], "waits": st["waits"],
-                       "epsilon": epsilon, **more})
+                       "epsilon": epsilon, "epsilon_now": current_epsilon(), **more})
         chunk, rows, finished_in_chunk = [], [], 0
         last_flush = time.perf_counter()
         timing["sending"] += last_flush - t0

@@ -4,7 +4,9 @@ A :class:`Learner` is the serial DQN algorithm made fast: ``n_envs`` boards step
 at once with one batched forward pass, transitions appended to a preallocated replay
 buffer, and batched updates owed at a fixed replay ratio. Schemes combine learners
 (or their pieces) across processes; :class:`RunLoop` enforces the budget, draws the
-progress bar, calls the user's callback and turns Ctrl-C or a Stop into a clean end.
+progress bar, records the history (with the DQN diagnostics of :data:`DIAGNOSTICS`),
+writes the TensorBoard log, calls the user's callback and turns Ctrl-C or a Stop into
+a clean end. Every scheme reports to it as a :class:`Progress`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -27,8 +29,63 @@ from ..config import TrainConfig
 from ..env import VecGame2048, _legal_actions_unchecked, legal_actions_batch
 from ..replay import ReplayBuffer
 from ..results import EPISODE_COLUMNS, RunResult
+from ..tensorboard import TensorBoardLog
 
-__all__ = ["Learner", "RunLoop", "worker_seeds", "deferred_interrupt"]
+__all__ = ["Learner", "RunLoop", "Progress", "DIAGNOSTICS", "worker_seeds", "deferred_interrupt",
+           "mean_diagnostics", "replay_ratio"]
+
+#: The DQN diagnostics in :attr:`RunResult.history <dqnlab.RunResult.history>`, sampled at every
+#: progress report: ``loss``, ``q_max_mean`` and ``grad_norm`` of the last update (see
+#: :meth:`dqnlab.DQNAgent.diagnostics`; NaN before learning starts), ``epsilon`` (exploration
+#: rate now) and ``replay_ratio`` (achieved: minibatch samples trained so far per env step so far).
+DIAGNOSTICS = ("loss", "q_max_mean", "epsilon", "replay_ratio", "grad_norm")
+#: Games whose mean score and largest tile the progress bar and the TensorBoard log show.
+RECENT_GAMES = 100
+
+
+class Progress(NamedTuple):
+    """What a scheme tells its :class:`RunLoop` at a progress report (about once a second).
+
+    Attributes
+    ----------
+    env_steps, updates : int
+        Totals of the run so far (all workers).
+    games : sequence of dict
+        The episode rows so far (:data:`dqnlab.results.EPISODE_COLUMNS`), oldest first; the
+        last :data:`RECENT_GAMES` give the mean score and the largest tile.
+    time_split : mapping of str to float
+        Seconds ``acting``, ``learning`` and in ``communication`` so far, summed over workers.
+    diagnostics : mapping of str to float
+        The run's :data:`DIAGNOSTICS` (a missing one is NaN).
+    workers : sequence of mapping, optional
+        Each worker's diagnostics (some of :data:`DIAGNOSTICS`), for schemes whose workers
+        learn or act apart (``independent``, ``shared``, ``actors``); recorded when there
+        are two or more (one worker's are the run's).
+    """
+
+    env_steps: int
+    updates: int
+    games: Sequence[Mapping[str, Any]]
+    time_split: Mapping[str, float]
+    diagnostics: Mapping[str, float]
+    workers: Sequence[Mapping[str, float]] = ()
+
+
+def replay_ratio(samples: float, env_steps: int) -> float:
+    """Achieved replay ratio: minibatch ``samples`` trained per env step (NaN before the first step)."""
+    return samples / env_steps if env_steps else math.nan
+
+
+def mean_diagnostics(workers: Sequence[Mapping[str, float]], samples: float, env_steps: int) -> dict[str, float]:
+    """The run's :data:`DIAGNOSTICS` from its learners': each one's mean over the learners
+    where it is finite (NaN where none is), and the :func:`replay_ratio` of all ``samples``
+    trained over all ``env_steps``."""
+    out = {}
+    for name in DIAGNOSTICS:
+        values = [d[name] for d in workers if math.isfinite(d.get(name, math.nan))]
+        out[name] = sum(values) / len(values) if values else math.nan
+    out["replay_ratio"] = replay_ratio(samples, env_steps)
+    return out
 
 
 def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:
@@ -58,6 +115,9 @@ class Learner:
     timing : dict
         Seconds spent ``acting`` (network forward, env step, replay append) and
         ``learning`` (sampling and updates).
+    samples_per_update : int
+        Minibatch samples one update trains on (``config.batch_size``; a scheme whose
+        update trains on more, such as ``averaged``, sets it), for the replay ratio.
     """
 
     def __init__(self, config: TrainConfig, worker: int = 0, clock0: float | None = None):
@@ -74,6 +134,7 @@ class Learner:
         self.episodes: list[dict[str, Any]] = []
         self.timing = {"acting": 0.0, "learning": 0.0}
         self.last_loss = math.nan
+        self.samples_per_update = config.batch_size
         self._credit = 0.0
         self.clock0 = time.perf_counter() if clock0 is None else clock0
 
@@ -151,6 +212,16 @@ class Learner:
         self.timing["learning"] += time.perf_counter() - t0
         return n
 
+    def diagnostics(self) -> dict[str, float]:
+        """This learner's :data:`DIAGNOSTICS` now (its own replay ratio: its updates' samples
+        per env step it took). Cheap: a few small reductions, made when called."""
+        return {**self.agent.diagnostics(), "epsilon": self.epsilon,
+                "replay_ratio": replay_ratio(self.updates * self.samples_per_update, self.env_steps)}
+
+    def progress(self, time_split: Mapping[str, float]) -> Progress:
+        """The :class:`Progress` of a run made of this one learner, with the scheme's ``time_split`` (seconds)."""
+        return Progress(self.env_steps, self.updates, self.episodes, time_split, self.diagnostics())
+
     def run(self, env_steps: int, deadline: float | None = None) -> None:
         """Alternate acting and learning for ``env_steps`` env steps or until ``deadline``.
 
@@ -200,10 +271,11 @@ class Learner:
 
 
 class RunLoop:
-    """Budget, progress bar, history, callback, checkpoints and interruption for one run.
+    """Budget, progress bar, history, TensorBoard log, callback, checkpoints and interruption for one run.
 
     A scheme calls :meth:`chunk_steps` to know how many env steps to do next, does
-    them, then :meth:`report` with the totals; it stops when :attr:`done` is true.
+    them, then :meth:`report` with its :class:`Progress`; it stops when :attr:`done`
+    is true, and calls :meth:`close` on every way out.
 
     Parameters
     ----------
@@ -222,7 +294,9 @@ class RunLoop:
         ``snapshot() -> RunResult`` of what is gathered so far.
     checkpointer : dqnlab.checkpoint.Checkpointer, optional
         The run directory. When it resumes a checkpoint, the loop continues its wall
-        time, history and totals.
+        time, history and totals. With ``checkpointer.tensorboard``, the loop writes a
+        :class:`~dqnlab.tensorboard.TensorBoardLog` in its ``tb/`` at every report (a
+        resumed run continues its steps).
     state : callable, optional
         ``state() -> dict``: the scheme's checkpoint state, for schemes whose state
         can be read at any report (then :meth:`report` writes the periodic
@@ -250,6 +324,10 @@ class RunLoop:
         self.status = "running"
         self.abrupt = False  # a KeyboardInterrupt reached the scheme (maybe mid-step)
         self._steps_per_s = max(1.0, self.env_steps / self.elapsed) if resumed and self.elapsed > 0 else 1000.0
+        self.tensorboard = None
+        if checkpointer is not None and checkpointer.tensorboard:
+            self.tensorboard = TensorBoardLog(checkpointer.directory / "tb",
+                                              resume_step=self.env_steps if resumed else None)
         self.bar = tqdm(total=config.total_env_steps, initial=self.env_steps, unit="step", disable=not progress,
                         dynamic_ncols=True, leave=True)
 
@@ -284,16 +362,10 @@ class RunLoop:
         due = time.perf_counter() + self.report_every_s
         return due if self.deadline is None else min(due, self.deadline)
 
-    def report(self, env_steps: int, updates: int, score_mean: float = math.nan) -> None:
-        """Record new totals, redraw the bar, call the callback (which may stop the run)
-        and write a checkpoint when one is due (with a ``state`` function)."""
-        elapsed = self.elapsed
-        self.bar.update(env_steps - self.env_steps)
-        self.env_steps, self.updates = env_steps, updates
-        self._steps_per_s = max(1.0, env_steps / max(elapsed, 1e-9))
-        self.history.append({"wall_time_s": elapsed, "env_steps": env_steps, "updates": updates})
-        self.bar.set_postfix({"sps": f"{self._steps_per_s:,.0f}", "ups": f"{updates / max(elapsed, 1e-9):,.0f}",
-                              "score": f"{score_mean:,.0f}"}, refresh=False)
+    def report(self, progress: Progress) -> None:
+        """:meth:`record` the scheme's ``progress``, then call the callback (which may stop
+        the run) and write a checkpoint when one is due (with a ``state`` function)."""
+        self.record(progress)
         if self.callback is not None and self.snapshot is not None:
             try:
                 stop = self.callback(self.snapshot())
@@ -303,6 +375,35 @@ class RunLoop:
                 self.status = "stopped"
         if self.state is not None and self.checkpoint_due():
             self.write_checkpoint(self.state())
+
+    def record(self, progress: Progress) -> None:
+        """Record the scheme's ``progress``: a history row (totals and :data:`DIAGNOSTICS`,
+        each worker's as ``worker{k}_{name}``), the progress bar and the TensorBoard log.
+        Without :meth:`report`'s callback and checkpoint, so that a scheme can record the
+        final totals of a run that has ended."""
+        elapsed = self.elapsed
+        env_steps, updates = progress.env_steps, progress.updates
+        if len(progress.workers) == 1:
+            progress = progress._replace(workers=())
+        self.bar.update(env_steps - self.env_steps)
+        self.env_steps, self.updates = env_steps, updates
+        self._steps_per_s = max(1.0, env_steps / max(elapsed, 1e-9))
+        row = {"wall_time_s": elapsed, "env_steps": env_steps, "updates": updates,
+               **{name: float(progress.diagnostics.get(name, math.nan)) for name in DIAGNOSTICS}}
+        for k, worker in enumerate(progress.workers):
+            row.update({f"worker{k}_{name}": float(value) for name, value in worker.items()})
+        before = self.history[-1]
+        self.history.append(row)
+        score_mean = recent_score(progress.games)
+        self.bar.set_postfix({"sps": f"{self._steps_per_s:,.0f}", "ups": f"{updates / max(elapsed, 1e-9):,.0f}",
+                              "score": f"{score_mean:,.0f}"}, refresh=False)
+        if self.tensorboard is not None:
+            dt = elapsed - before["wall_time_s"]
+            self.tensorboard.write(
+                progress, score_mean=score_mean,
+                max_tile=max((g["max_tile"] for g in progress.games[-RECENT_GAMES:]), default=math.nan),
+                env_steps_per_s=(env_steps - before["env_steps"]) / dt if dt > 0 else math.nan,
+                updates_per_s=(updates - before["updates"]) / dt if dt > 0 else math.nan)
 
     def interrupt(self) -> None:
         """Mark the run as interrupted: a KeyboardInterrupt reached the scheme's code.
@@ -345,7 +446,11 @@ class RunLoop:
             self.write_checkpoint(self.state())
 
     def close(self) -> None:
+        """End the run's display and log: close the bar and flush and close the TensorBoard
+        log (again: nothing). Schemes call it on every way out, failures included."""
         self.bar.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
         if self.status == "running":
             self.status = "completed"
 
@@ -406,6 +511,6 @@ def episodes_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df.sort_values(["wall_time_s", "worker"], kind="stable").reset_index(drop=True)
 
 
-def recent_score(rows: list[dict[str, Any]], n: int = 100) -> float:
+def recent_score(rows: Sequence[Mapping[str, Any]], n: int = RECENT_GAMES) -> float:
     """Mean score of the last ``n`` episodes in ``rows`` (NaN if none)."""
     return float(np.mean([r["score"] for r in rows[-n:]])) if rows else math.nan

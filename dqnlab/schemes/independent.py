@@ -50,7 +50,16 @@ from ..agent import DQNAgent
 from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..results import RunResult
-from .base import Learner, RunLoop, episodes_frame, recent_score, worker_seeds
+from .base import (
+    DIAGNOSTICS,
+    Learner,
+    Progress,
+    RunLoop,
+    episodes_frame,
+    mean_diagnostics,
+    recent_score,
+    worker_seeds,
+)
 from .parallel import (
     SCORE_WINDOW,
     SYNC_SCHEDULES,
@@ -146,7 +155,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     options = {"sync": sync, "sync_every": sync_every, "final_fraction": final_fraction, "temperature": temperature}
     budgets = split_budget(config.total_env_steps, workers)
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()
-    state = _State(workers, init)
+    state = _State(workers, init, config.batch_size)
     resumed = _checkpoint.state if _checkpoint is not None else None
     if resumed is not None:
         state.restore(resumed)
@@ -173,7 +182,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         with TaskGroup(_learner_task, kwargs) as group:
             for r in sorted(state.rounds):  # rounds left open by the checkpoint resumed from
                 state._complete(r, loop, group, sync, temperature)
-            drive_tasks(group, loop, handle, state.totals, "independent", lambda: result("failed"),
+            drive_tasks(group, loop, handle, state.progress, "independent", lambda: result("failed"),
                         checkpoint=checkpoint if _checkpoint is not None else None)
     except KeyboardInterrupt:
         loop.interrupt()
@@ -187,11 +196,12 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
 class _State:
     """What the parent knows about the learners (updated from their messages)."""
 
-    def __init__(self, workers: int, init: dict):
-        self.workers = workers
+    def __init__(self, workers: int, init: dict, batch_size: int):
+        self.workers, self.batch_size = workers, batch_size
         self.rows: list[dict[str, Any]] = []
         self.latest = [{"env_steps": 0, "updates": 0, "timing": {"acting": 0.0, "learning": 0.0},
-                        "comm_s": 0.0, "score": math.nan} for _ in range(workers)]
+                        "comm_s": 0.0, "score": math.nan, "diagnostics": dict.fromkeys(DIAGNOSTICS, math.nan)}
+                       for _ in range(workers)]
         self.weights: list[dict | None] = [None] * workers  # last weights seen per learner
         self.final: list[dict | None] = [None] * workers
         self.init = init
@@ -210,7 +220,7 @@ class _State:
         self.rows = [r for r in self.rows if r["worker"] != k] + rows
         self.latest[k] = {"env_steps": int(learner["env_steps"]), "updates": int(learner["agent"]["updates"]),
                           "timing": dict(learner["timing"]), "comm_s": float(st["comm"]),
-                          "score": recent_score(rows, SCORE_WINDOW)}
+                          "score": recent_score(rows, SCORE_WINDOW), "diagnostics": self.latest[k]["diagnostics"]}
         self.weights[k] = {name: t.detach().numpy().copy() for name, t in learner["agent"]["online"].items()}
 
     def checkpoint(self, states: dict[int, Any]) -> dict[str, Any]:
@@ -237,15 +247,28 @@ class _State:
         self.divergence = list(parent["divergence"])
         self.syncs = int(parent["syncs"])
 
-    def totals(self) -> tuple[int, int, float]:
-        return (sum(w["env_steps"] for w in self.latest), sum(w["updates"] for w in self.latest),
-                recent_score(self.rows))
+    def time_split(self) -> dict[str, float]:
+        """Seconds acting, learning and communicating, summed over the learners' last reports."""
+        return {"acting": sum(w["timing"]["acting"] for w in self.latest),
+                "learning": sum(w["timing"]["learning"] for w in self.latest),
+                "communication": sum(w["comm_s"] for w in self.latest)}
+
+    def totals(self) -> tuple[int, int]:
+        """Env steps and updates of all learners (their last reports)."""
+        return sum(w["env_steps"] for w in self.latest), sum(w["updates"] for w in self.latest)
+
+    def progress(self) -> Progress:
+        """The run's :class:`~dqnlab.schemes.base.Progress` (each learner's diagnostics from its last report)."""
+        env_steps, updates = self.totals()
+        learners = [w["diagnostics"] for w in self.latest]
+        return Progress(env_steps, updates, self.rows, self.time_split(),
+                        mean_diagnostics(learners, updates * self.batch_size, env_steps), learners)
 
     def handle(self, kind: str, k: int, payload: Any, loop: RunLoop, group: TaskGroup, sync: str,
                temperature: float) -> None:
         if kind in ("progress", "done"):
             self.rows.extend(payload["rows"])
-            self.latest[k] = {key: payload[key] for key in ("env_steps", "updates", "timing", "comm_s", "score")}
+            self.latest[k] = {key: payload[key] for key in self.latest[k]}
             if kind == "done":
                 self.final[k] = self.weights[k] = payload["weights"]
                 if payload.get("state") is not None:
@@ -310,13 +333,10 @@ class _State:
             "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"], "score_recent": w["score"],
             "pid": None if group is None else group.pids.get(k),
         } for k, w in enumerate(self.latest)]
-        env_steps, updates, _ = self.totals()
+        env_steps, updates = self.totals()
         return RunResult(
             scheme="independent", config=config, workers=self.workers, episodes=episodes_frame(self.rows),
-            env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed,
-            time_split={"acting": sum(w["acting_s"] for w in per_worker),
-                        "learning": sum(w["learning_s"] for w in per_worker),
-                        "communication": sum(w["communication_s"] for w in per_worker)},
+            env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed, time_split=self.time_split(),
             weights=weights, history=pd.DataFrame(loop.history), status=status or loop.status,
             options=dict(options),
             extra={"per_worker": per_worker, "divergence": list(self.divergence), "syncs": self.syncs,
@@ -382,7 +402,8 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, budget: int 
         rows, sent = learner.episodes[sent:], len(learner.episodes)
         ch.send(kind, {"env_steps": learner.env_steps, "updates": learner.updates, "rows": rows,
                        "timing": dict(learner.timing), "comm_s": comm,
-                       "score": recent_score(learner.episodes, SCORE_WINDOW), **more})
+                       "score": recent_score(learner.episodes, SCORE_WINDOW),
+                       "diagnostics": learner.diagnostics(), **more})
         comm += time.perf_counter() - t0
 
     next_report = time.perf_counter() + report_every_s

@@ -45,11 +45,11 @@ import joblib
 import numpy as np
 import torch
 
-from ..agent import DQNAgent
+from ..agent import UPDATE_DIAGNOSTICS, DQNAgent
 from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
-from .base import Learner, RunLoop, recent_score
+from .base import Learner, Progress, RunLoop
 from .procwatch import DeathWatch, exit_from_pool_error
 
 __all__ = [
@@ -717,16 +717,19 @@ def _kill_loky_pool() -> None:
 
 
 def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any], None],
-                totals: Callable[[], tuple[int, int, float]], scheme: str,
+                progress: Callable[[], Progress], scheme: str,
                 partial: Callable[[], RunResult], work: Callable[[], bool] | None = None,
                 checkpoint: Callable[[dict[int, Any]], None] | None = None) -> None:
     """The parent's event loop for long-lived tasks, until every worker has exited.
 
     Routes each message to ``handle(kind, worker, payload)`` (the scheme records
-    progress, answers sync requests, ...), reports ``totals() -> (env_steps,
-    updates, recent score)`` to ``loop`` about once a second (which draws progress and
-    calls the user's callback), tells the workers to stop when the budget is spent or
-    the callback asks, and turns KeyboardInterrupt into a clean stop.
+    progress, answers sync requests, ...), reports ``progress()`` (a
+    :class:`~dqnlab.schemes.base.Progress`) to ``loop`` about once a second (which
+    records the history, draws progress, writes the TensorBoard log and calls the
+    user's callback) and records it once more when every worker has exited (the final
+    totals, with each worker's last games and diagnostics), tells the workers to stop
+    when the budget is spent or the callback asks, and turns KeyboardInterrupt into a
+    clean stop.
 
     ``work``, if given, is the parent's own work between messages (the ``actors``
     learner's updates): called whenever no message is waiting and the run is not
@@ -782,7 +785,7 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
             now = time.perf_counter()
             if now - last_report >= loop.report_every_s and loop.status == "running":
                 last_report = now
-                loop.report(*totals())
+                loop.report(progress())
             if not stopping and (error is not None or loop.done):
                 stopping = True
                 stop_deadline = now + 30.0
@@ -811,6 +814,7 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, handle: Callable[[str, int, Any
             stopping = True
             stop_deadline = time.perf_counter() + 15.0
             group.stop()
+    loop.record(progress())
     if error is not None:
         k, message, tb = error
         raise worker_error(scheme, k, message, tb, partial())
@@ -886,8 +890,9 @@ def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainCon
     Returns
     -------
     dict
-        ``ok`` True with ``weights``, ``opt`` (new optimiser state), ``loss`` (before
-        the step) and ``compute_s`` (seconds of the step); or ``ok`` False with
+        ``ok`` True with ``weights``, ``opt`` (new optimiser state), ``diagnostics``
+        (:meth:`DQNAgent.diagnostics` of the step: the loss before it, mean max-Q,
+        gradient norm) and ``compute_s`` (seconds of the step); or ``ok`` False with
         ``message`` and ``traceback`` text of the exception.
     """
     try:
@@ -911,7 +916,8 @@ def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
     if not np.isfinite(value):
         raise FloatingPointError(f"non-finite TD loss ({value}) at update {update + 1}")
     agent.step_optimizer()
-    out = {"ok": True, "weights": agent.get_weights(), "opt": optimizer_state(agent), "loss": value}
+    out = {"ok": True, "weights": agent.get_weights(), "opt": optimizer_state(agent),
+           "diagnostics": agent.diagnostics()}
     out["compute_s"] = time.perf_counter() - t0
     return out
 
@@ -954,8 +960,9 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     parallel : joblib.Parallel
         An open pool (``with joblib.Parallel(n_jobs=K) as parallel``).
     agent : DQNAgent
-        The learner; its weights, optimiser state and update count are updated, and
-        its target network is synced when ``config.target_update`` says so.
+        The learner; its weights, optimiser state and update count are updated, its
+        target network is synced when ``config.target_update`` says so, and its
+        :meth:`~DQNAgent.diagnostics` become the coefficient-weighted means of the workers'.
     batches : sequence of Minibatch
         One per worker.
     coefficients : sequence of float, optional
@@ -994,6 +1001,8 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     c = _coefficients(k, coefficients)
     agent.set_weights(average_weights([r["weights"] for r in results], c))
     load_optimizer_state(agent, average_optimizer_states([r["opt"] for r in results], c))
+    agent.record_diagnostics({name: np.dot(c, [r["diagnostics"][name] for r in results])
+                              for name in UPDATE_DIAGNOSTICS})
     agent.updates += 1
     if agent.config.target_update and agent.updates % agent.config.target_update == 0:
         agent.sync_target()
@@ -1005,7 +1014,7 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
         stats.parent += (t1 - t0) + (t3 - t2)
         stats.rounds += 1
         stats.round_s += t2 - t1
-    return float(np.dot(c, [r["loss"] for r in results]))
+    return agent.diagnostics()["loss"]
 
 
 def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
@@ -1030,26 +1039,29 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     so a resumed run continues exactly, with the same number of workers.
     """
     learner = Learner(config, worker=0)
+    learner.samples_per_update = extra["effective_batch"]  # sharded: B, in shards; averaged: K minibatches of B
     stats = RoundStats(workers)
     if checkpoint is not None and checkpoint.state is not None:
         learner.load_state_dict(checkpoint.state["learner"])
         stats.load_state_dict(checkpoint.state["rounds"])
     loop: RunLoop
 
+    def time_split() -> dict[str, float]:
+        return {"acting": learner.timing["acting"],
+                "learning": float(stats.compute.sum() + stats.parent + learner.timing["learning"]),
+                "communication": float(stats.comm.sum())}
+
     def result(status: str | None = None) -> RunResult:
         import pandas as pd
 
         from .base import episodes_frame
 
-        learning = float(stats.compute.sum() + stats.parent + learner.timing["learning"])
         per_worker = [{"worker": i, "learning_s": float(stats.compute[i]), "communication_s": float(stats.comm[i])}
                       for i in range(workers)]
         return RunResult(
             scheme=scheme, config=config, workers=workers, episodes=episodes_frame(learner.episodes),
             env_steps=learner.env_steps, updates=learner.updates, wall_time_s=loop.elapsed,
-            time_split={"acting": learner.timing["acting"], "learning": learning,
-                        "communication": float(stats.comm.sum())},
-            weights=learner.agent.get_weights(), history=pd.DataFrame(loop.history),
+            time_split=time_split(), weights=learner.agent.get_weights(), history=pd.DataFrame(loop.history),
             status=status or loop.status, options=dict(options),
             extra={**extra, "per_worker": per_worker, "torch_threads_per_worker": torch_threads(workers),
                    "rounds": stats.rounds,
@@ -1072,7 +1084,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                         learner.last_loss = parallel_update(parallel, learner.agent, batches, coefs,
                                                             stats, fault)
                         learner.spend_updates(1)
-                loop.report(learner.env_steps, learner.updates, recent_score(learner.episodes))
+                loop.report(learner.progress(time_split()))
     except KeyboardInterrupt:
         loop.interrupt()
     except _TaskFailed as e:

@@ -12,7 +12,7 @@ from typing import Any
 from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..results import RunResult
-from .base import Learner, RunLoop, episodes_frame, recent_score
+from .base import Learner, RunLoop, episodes_frame
 from .parallel import DivergedError
 
 __all__ = ["run"]
@@ -64,7 +64,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     try:
         while not loop.done:
             learner.run(loop.chunk_steps(config.n_envs), loop.report_deadline())
-            loop.report(learner.env_steps, learner.updates, recent_score(learner.episodes))
+            loop.report(learner.progress(_time_split(learner)))
     except KeyboardInterrupt:
         loop.interrupt()
     except FloatingPointError as e:  # a non-finite loss: the last good checkpoint stays
@@ -82,6 +82,10 @@ def _result(learner: Learner, loop: RunLoop, status: str | None = None) -> RunRe
     return RunResult(
         scheme="serial", config=learner.config, workers=1, episodes=episodes_frame(learner.episodes),
         env_steps=learner.env_steps, updates=learner.updates, wall_time_s=loop.elapsed,
-        time_split={**learner.timing, "communication": 0.0}, weights=learner.agent.get_weights(),
+        time_split=_time_split(learner), weights=learner.agent.get_weights(),
         history=pd.DataFrame(loop.history), status=status or loop.status,
     )
+
+
+def _time_split(learner: Learner) -> dict[str, float]:
+    return {**learner.timing, "communication": 0.0}

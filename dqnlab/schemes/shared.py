@@ -58,7 +58,7 @@ from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
-from .base import Learner, RunLoop, episodes_frame, recent_score, worker_seeds
+from .base import DIAGNOSTICS, Learner, Progress, RunLoop, episodes_frame, mean_diagnostics, worker_seeds
 from .parallel import (
     Channel,
     TaskGroup,
@@ -454,7 +454,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     budgets = split_budget(config.total_env_steps, workers)
     rows: list[dict[str, Any]] = []
     latest = [{"env_steps": 0, "updates": 0, "timing": {"acting": 0.0, "learning": 0.0}, "comm_s": 0.0,
-               "lock_wait_s": 0.0} for _ in range(workers)]
+               "lock_wait_s": 0.0, "diagnostics": dict.fromkeys(DIAGNOSTICS, math.nan)} for _ in range(workers)]
     final: dict[str, Any] = {}
     final_states: dict[int, Any] = {}  # workers' states sent with their "done" (checkpoints)
     arrays = SharedArrays.create(shared_layout(config, workers, n_params, len(shapes)))
@@ -473,21 +473,32 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             off += n
         return out
 
+    def time_split() -> dict[str, float]:
+        return {"acting": sum(w["timing"]["acting"] for w in latest),
+                "learning": sum(w["timing"]["learning"] for w in latest),
+                "communication": sum(w["comm_s"] + w["lock_wait_s"] for w in latest)}
+
+    def totals() -> tuple[int, int]:
+        return sum(w["env_steps"] for w in latest), sum(w["updates"] for w in latest)
+
+    def progress_report() -> Progress:
+        env_steps, updates = totals()
+        learners = [w["diagnostics"] for w in latest]
+        return Progress(env_steps, updates, rows, time_split(),
+                        mean_diagnostics(learners, updates * config.batch_size, env_steps), learners)
+
     def result(status: str | None = None) -> RunResult:
         per_worker = [{"worker": k, "env_steps": w["env_steps"], "updates": w["updates"],
                        "episodes": sum(1 for r in rows if r["worker"] == k), "acting_s": w["timing"]["acting"],
                        "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"] + w["lock_wait_s"],
                        "lock_wait_s": w["lock_wait_s"], "pid": None if group is None else group.pids.get(k)}
                       for k, w in enumerate(latest)]
-        updates = sum(w["updates"] for w in latest)
+        env_steps, updates = totals()
         counter = final.get("counter", int(arrays["updates_total"][0]) if arrays.arrays else updates)
         syncs = final.get("target_syncs", int(arrays["target_syncs"][0]) if arrays.arrays else 0)
         return RunResult(
             scheme="shared", config=config, workers=workers, episodes=episodes_frame(rows),
-            env_steps=sum(w["env_steps"] for w in latest), updates=updates, wall_time_s=loop.elapsed,
-            time_split={"acting": sum(w["acting_s"] for w in per_worker),
-                        "learning": sum(w["learning_s"] for w in per_worker),
-                        "communication": sum(w["communication_s"] for w in per_worker)},
+            env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed, time_split=time_split(),
             weights=weights(), history=pd.DataFrame(loop.history), status=status or loop.status,
             options=dict(options),
             extra={"per_worker": per_worker, "lock": lock, "lock_wait_s": sum(w["lock_wait_s"] for w in latest),
@@ -501,7 +512,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         rows[:] = [r for r in rows if r["worker"] != k] + [dict(r) for r in learner["episodes"]]
         latest[k] = {"env_steps": int(learner["env_steps"]), "updates": int(learner["agent"]["updates"]),
                      "timing": dict(learner["timing"]), "comm_s": float(st["comm"]),
-                     "lock_wait_s": float(learner["lock_wait"])}
+                     "lock_wait_s": float(learner["lock_wait"]), "diagnostics": latest[k]["diagnostics"]}
 
     def handle(kind: str, k: int, payload: Any) -> None:
         if kind in ("progress", "done"):
@@ -525,9 +536,6 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     def checkpoint(states: dict[int, Any]) -> None:
         loop.write_checkpoint(checkpoint_state(states))
 
-    def totals() -> tuple[int, int, float]:
-        return sum(w["env_steps"] for w in latest), sum(w["updates"] for w in latest), recent_score(rows)
-
     try:
         if resumed is None:
             w0 = init.get_weights()
@@ -550,7 +558,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
                   for k in range(workers)]
         try:
             with TaskGroup(_shared_task, kwargs, backend="loky") as group:
-                drive_tasks(group, loop, handle, totals, "shared", lambda: result("failed"),
+                drive_tasks(group, loop, handle, progress_report, "shared", lambda: result("failed"),
                             checkpoint=checkpoint if _checkpoint is not None else None)
         except KeyboardInterrupt:
             loop.interrupt()
@@ -618,7 +626,7 @@ def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, config: T
             rows, sent = learner.episodes[sent:], len(learner.episodes)
             ch.send(kind, {"env_steps": learner.env_steps, "updates": learner.updates, "rows": rows,
                            "timing": dict(learner.timing), "comm_s": comm, "lock_wait_s": learner.lock_wait,
-                           **more})
+                           "diagnostics": learner.diagnostics(), **more})
             comm += time.perf_counter() - t0
 
         next_report = time.perf_counter() + report_every_s
