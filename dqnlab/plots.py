@@ -90,15 +90,21 @@ def _rolling(y, window: int):
     return pd.Series(y).rolling(window, min_periods=1).mean().to_numpy()
 
 
-def _speed(history, smooth: int = 5):
-    """(t_mid, env steps/s, updates/s) between history samples, a rolling mean over ``smooth``."""
+def _speed(history, smooth: int = 5, split: int | None = None):
+    """(t_mid, env steps/s, updates/s) between history samples, a rolling mean over ``smooth``
+    samples; with ``split``, the mean starts afresh at interval ``split`` (the end of the warm-up),
+    so the fast acting-only rate does not leak into the first seconds of learning."""
     t = np.asarray(history["wall_time_s"], float)
     if len(t) < 2:
         return np.array([]), np.array([]), np.array([])
     dt = np.maximum(np.diff(t), 1e-9)
-    sps = np.diff(np.asarray(history["env_steps"], float)) / dt
-    ups = np.diff(np.asarray(history["updates"], float)) / dt
-    return (t[1:] + t[:-1]) / 2, _rolling(sps, smooth), _rolling(ups, smooth)
+
+    def rate(key: str) -> np.ndarray:
+        per_interval = np.diff(np.asarray(history[key], float)) / dt
+        parts = np.split(per_interval, [split]) if split else [per_interval]
+        return np.concatenate([_rolling(part, smooth) for part in parts])
+
+    return (t[1:] + t[:-1]) / 2, rate("env_steps"), rate("updates")
 
 
 def plot_speed(runs, ax=None, label=None):
@@ -158,23 +164,28 @@ def plot_reward(runs, ax=None, x: str = "wall_time_s", window: int = 50, per_wor
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     for run in runs:
-        ep = run.episodes
-        name = f"{run.scheme} x{run.workers}"
-        groups = ep.groupby("worker") if per_worker else [(None, ep)]
-        for worker, df in groups:
-            if x == "env_steps" and not per_worker:
-                # total env steps of the run when each game ended (all workers together)
-                xs = np.interp(df["wall_time_s"], run.history["wall_time_s"], run.history["env_steps"]) \
-                    if len(run.history) > 1 else df["env_steps"]
-            else:
-                xs = df[x]
-            label = name if worker is None else f"{name} worker {worker}"
-            ax.plot(np.asarray(xs), _rolling(df["score"], window), label=label)
+        for label, xs, ys in _score_lines(run, x, window, per_worker):
+            ax.plot(xs, ys, label=label)
     ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps")
     ax.set_ylabel(f"score (mean of last {window} games)")
     ax.legend(fontsize="small")
     ax.set_title("reward vs " + ("wall time" if x == "wall_time_s" else "env steps"))
     return ax
+
+
+def _score_lines(run, x: str = "wall_time_s", window: int = 50, per_worker: bool = False):
+    """The lines of :func:`plot_reward` for one run: ``(label, x values, rolling mean score)``, one per
+    worker with ``per_worker``. With ``x="env_steps"`` and one line, x is the env steps of all workers
+    together when each game ended (a worker's own env steps per worker)."""
+    ep = run.episodes
+    name = _run_label(run)
+    for worker, df in (ep.groupby("worker") if per_worker else [(None, ep)]):
+        if x == "env_steps" and not per_worker and len(run.history) > 1:
+            xs = np.interp(df["wall_time_s"], run.history["wall_time_s"], run.history["env_steps"])
+        else:
+            xs = df[x]
+        label = name if worker is None else f"{name} worker {worker}"
+        yield label, np.asarray(xs, float), _rolling(df["score"], window)
 
 
 def plot_run(run, window: int = 50):
@@ -395,38 +406,142 @@ def plot_greedy(curves, labels=None, ax=None, x: str = "wall_time_s"):
     return ax
 
 
-def plot_live(run, fig=None, per_worker: bool = False, window: int = 20):
-    """The live figure of a control panel: speed and score against wall time.
+class LiveFigure:
+    """The live figure of a control panel: speed, TD loss and score against wall time.
 
-    Uses the object-oriented API only (no pyplot), so it is safe to draw from the
-    panel's training thread. Returns the :class:`matplotlib.figure.Figure`.
+    Built once, then redrawn cheaply: :meth:`update` moves the data of the same lines (no
+    new figure or axes, and fixed margins instead of a layout pass at every draw), so a
+    panel can redraw every two seconds on a machine busy training. It uses the
+    object-oriented API only (no pyplot), so it is safe to draw from a training thread.
+
+    * speed: env steps/s (solid, left axis) and updates/s (dashed, right axis), a rolling
+      mean of 5 reports. The warm-up (acting before the first update, much faster than
+      acting and learning together) is a grey band with its rate written in it, and the
+      env-steps axis is scaled to the rate after the warm-up, so the steady rate is not a
+      flat line at the bottom.
+    * TD loss: ``run.history["loss"]`` (log scale) when the history has that column (NaN
+      before learning starts); otherwise the plot says it is not recorded.
+    * reward: the rolling mean score of finished games, one line per worker with
+      ``per_worker``.
+
+    Parameters
+    ----------
+    window : int
+        Games in the rolling mean of the score (default 20).
+
+    Attributes
+    ----------
+    figure : matplotlib.figure.Figure
+        900 x 256 pixels.
+    ax_speed, ax_updates, ax_loss, ax_score : matplotlib.axes.Axes
+        The env-steps/s axes and its twin of updates/s, the TD-loss axes and the score axes.
     """
-    from matplotlib.figure import Figure
 
-    if fig is None:
-        fig = Figure(figsize=(11, 3.3), dpi=80, layout="constrained")
-    fig.clear()
-    ax_speed, ax_score = fig.subplots(1, 2)
-    t, sps, ups = _speed(run.history)
-    ax_ups = ax_speed.twinx()
-    ax_speed.plot(t, sps, color="C0", label="env steps/s (left)")
-    ax_ups.plot(t, ups, color="C1", ls="--", label="updates/s (right)")
-    ax_speed.set_xlabel("wall time (s)")
-    ax_speed.set_ylabel("env steps / s", color="C0")
-    ax_ups.set_ylabel("updates / s", color="C1")
-    ax_speed.set_ylim(bottom=0)
-    ax_ups.set_ylim(bottom=0)
-    ax_speed.legend(handles=ax_speed.lines + ax_ups.lines, loc="lower right", fontsize="small")
-    ax_speed.set_title(f"speed: {run.env_steps_per_s:,.0f} env steps/s, {run.updates_per_s:,.1f} updates/s overall")
-    if len(run.episodes):
-        plot_reward(run, ax_score, "wall_time_s", window=window, per_worker=per_worker and run.workers > 1)
-    else:
-        ax_score.text(0.5, 0.5, "no finished game yet", ha="center", va="center", transform=ax_score.transAxes)
-        ax_score.set_xlabel("wall time (s)")
-        ax_score.set_title("reward")
-    ax_score.set_xlim(left=0)
-    ax_speed.set_xlim(left=0)
-    return fig
+    def __init__(self, window: int = 20):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.window = window
+        self.figure = Figure(figsize=(11.25, 3.2), dpi=80)
+        FigureCanvasAgg(self.figure)
+        self.figure.subplots_adjust(left=0.07, right=0.985, bottom=0.16, top=0.88, wspace=0.5)
+        self.ax_speed, self.ax_loss, self.ax_score = self.figure.subplots(1, 3)
+        self.ax_updates = self.ax_speed.twinx()
+        (self._sps,) = self.ax_speed.plot([], [], color="C0")
+        (self._ups,) = self.ax_updates.plot([], [], color="C1", ls="--")
+        (self._loss,) = self.ax_loss.plot([], [], color="C3")
+        self._scores = {}  # label -> Line2D
+        self._warm_up = []  # the warm-up band and its text, replaced at every update
+        self._notes = {ax: ax.text(0.5, 0.5, "", ha="center", va="center", color="0.4", transform=ax.transAxes)
+                       for ax in (self.ax_loss, self.ax_score)}
+        self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
+        self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
+        self.ax_loss.set_ylabel("TD loss (log scale)")
+        self.ax_score.set_ylabel(f"score (mean of last {window} games)")
+        for ax in (self.ax_speed, self.ax_loss, self.ax_score):
+            ax.set_xlabel("wall time (s)")
+
+    def update(self, run, per_worker: bool = False):
+        """Draw ``run`` into :attr:`figure` and return the figure.
+
+        Parameters
+        ----------
+        run : RunResult
+            A finished run or a snapshot of one going on.
+        per_worker : bool
+            One score line per worker (runs with more than one worker).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            :attr:`figure`, the same object at every call.
+        """
+        t = np.asarray(run.history["wall_time_s"], float)
+        self._update_speed(run, t)
+        self._update_loss(run, t)
+        self._update_scores(run, per_worker and run.workers > 1)
+        for ax in (self.ax_speed, self.ax_loss, self.ax_score):
+            ax.set_xlim(0, max(float(t[-1]) if len(t) else 0.0, 1.0))
+        return self.figure
+
+    def _update_speed(self, run, t: np.ndarray) -> None:
+        updates = np.asarray(run.history["updates"], float)
+        learning = np.flatnonzero(updates > 0)
+        first = int(learning[0]) if len(learning) else len(t)  # the first report after an update
+        mid, sps, ups = _speed(run.history, split=first)
+        self._sps.set_data(mid, sps)
+        self._ups.set_data(mid, ups)
+        for artist in self._warm_up:
+            artist.remove()
+        self._warm_up = []
+        warm_end = t[min(first, len(t)) - 1] if first > 0 else 0.0  # the last report before learning
+        if warm_end > 0 and len(sps):
+            self._warm_up = [
+                self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0),
+                self.ax_speed.text(warm_end / 2, 0.5, f"warm-up, acting only: {sps[:first].max():,.0f} env steps/s",
+                                   transform=self.ax_speed.get_xaxis_transform(), rotation=90, ha="center",
+                                   va="center", fontsize="x-small", color="0.35")]
+        steady = sps[first:]
+        for ax, values in ((self.ax_speed, steady if len(steady) else sps), (self.ax_updates, ups)):
+            top = float(values.max()) if len(values) else 0.0
+            ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)
+        now = f"{sps[-1]:,.0f} env steps/s, {ups[-1]:,.1f} updates/s" if len(sps) else "no report yet"
+        self.ax_speed.set_title(f"speed: {now}", fontsize="medium")
+
+    def _update_loss(self, run, t: np.ndarray) -> None:
+        recorded = "loss" in run.history
+        loss = np.asarray(run.history["loss"], float) if recorded else np.full(len(t), np.nan)
+        shown = np.isfinite(loss) & (loss > 0)
+        self._loss.set_data(t[shown], loss[shown])
+        if shown.any():
+            if self.ax_loss.get_yscale() != "log":
+                self.ax_loss.set_yscale("log")
+            self.ax_loss.relim()
+            self.ax_loss.autoscale_view(scalex=False)
+            note, title = "", f"TD loss: {loss[shown][-1]:.3g}"
+        else:
+            note = "TD loss appears once learning starts" if recorded else "this run's history has no TD loss"
+            title = "TD loss"
+        self._notes[self.ax_loss].set_text(note)
+        self.ax_loss.set_title(title, fontsize="medium")
+
+    def _update_scores(self, run, per_worker: bool) -> None:
+        lines = list(_score_lines(run, "wall_time_s", self.window, per_worker)) if len(run.episodes) else []
+        for label in set(self._scores) - {label for label, _, _ in lines}:
+            self._scores.pop(label).remove()
+        for i, (label, xs, ys) in enumerate(lines):
+            if label not in self._scores:
+                (self._scores[label],) = self.ax_score.plot([], [], color=f"C{i}", label=label)
+            self._scores[label].set_data(xs, ys)
+        if self.ax_score.get_legend() is not None:
+            self.ax_score.get_legend().remove()
+        if len(lines) > 1:
+            self.ax_score.legend(fontsize="x-small", loc="upper left")
+        self.ax_score.relim()
+        self.ax_score.autoscale_view(scalex=False)
+        self._notes[self.ax_score].set_text("" if lines else "no finished game yet")
+        recent = f"recent mean {run.episodes['score'].tail(self.window).mean():,.0f}" if lines else "no game yet"
+        self.ax_score.set_title(f"reward: {recent}", fontsize="medium")
 
 
 def plot_divergence(runs, labels=None, ax=None, x: str = "wall_time_s", relative: bool = True):

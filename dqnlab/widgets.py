@@ -7,18 +7,26 @@ The panel shows a slider for the worker count, a dropdown for the batch size, a
 slider for the budget in seconds, the seed, and one control per option of the scheme
 (read from the signature of its run function, so only the controls that apply are
 shown, e.g. the sync schedule for ``independent``, the lock for ``shared``), plus
-Run and Stop buttons, a status line and a live figure: speed (env steps/s, updates/s)
-and score against wall time, redrawn about every two seconds while the run goes on.
+Run and Stop buttons, a status line and a live figure: speed (env steps/s, updates/s),
+TD loss and score against wall time, redrawn every two seconds while the run goes on
+(:class:`dqnlab.plots.LiveFigure`: the same lines with new data, a few tens of
+milliseconds a draw; if a draw ever costs more than a fifth of two seconds, the panel
+waits five draws' time between draws, so drawing never takes more than a fifth of the
+run). Nothing is shown under the buttons until a run draws, and a Run click clears the
+figure of the run before, so a failed run never leaves another run's figure looking current.
 
 How it stays responsive: Run starts :func:`dqnlab.train` in a background thread, so
 the kernel keeps processing widget events (a callback that blocked the kernel would
 never see the Stop click). The run's ``callback(snapshot)``, called about once a
 second from that thread, redraws the figure (matplotlib's object-oriented API, no
-pyplot) into an ``Image`` widget and returns True once Stop was clicked: the scheme
+pyplot) into an ``Image`` widget when two seconds have passed (a report that comes a
+little early counts, so reports about a second apart give a draw every second report)
+and returns True once Stop was clicked: the scheme
 then ends cleanly and the panel keeps what was gathered (:attr:`ControlPanel.result`,
 ``status="stopped"``). Errors (a bad combination of settings, a worker that fails) are
-shown in the panel and kept in :attr:`ControlPanel.error`, never raised into the void
-of an ipywidgets callback.
+shown in the panel, in the words of its controls ("min replay ratio", not
+``min_replay_ratio``), and kept as raised in :attr:`ControlPanel.error`, never raised into
+the void of an ipywidgets callback.
 
 For scripts and headless runs, ``panel.run(blocking=True)`` starts the same run and
 waits for it (Ctrl-C / interrupting the kernel stops it cleanly).
@@ -42,6 +50,7 @@ import ipywidgets as W
 
 from .config import TrainConfig
 from .figures import SMOKE_ENV, budget, explore_config, setup, smoke_mode
+from .plots import LiveFigure
 from .results import RunResult
 
 __all__ = ["control_panel", "learning_panel", "ControlPanel", "scheme_panel", "SchemePanel", "scheme_options",
@@ -64,6 +73,11 @@ _LABELS = {"sync": "sync schedule", "sync_every": "sync every (updates)", "final
            "temperature": "temperature (points)", "lock": "lock",
            "weights_every": "weights every (updates)", "min_replay_ratio": "min replay ratio"}
 _STYLE = {"description_width": "initial"}
+#: Seconds a progress report may come early and still redraw the figure: runs report about
+#: once a second, so a draw every ``redraw_every_s`` (2 s) needs every second report to count.
+_REPORT_SLACK_S = 0.5
+#: The clock of the redraw schedule (seconds; a name of its own so tests can drive it).
+_clock = time.perf_counter
 
 _ACTIVE_LOCK = threading.Lock()
 _ACTIVE: "ControlPanel | None" = None  # the panel whose run is going on (one run at a time)
@@ -169,15 +183,18 @@ class ControlPanel:
         Draw one score line per worker (multi-process schemes).
     run_button, stop_button : ipywidgets.Button
     status : ipywidgets.HTML
-        What the run is doing, its summary when it ends, or the error.
+        What the run is doing, its summary when it ends, or the error (in the controls' words).
     figure : ipywidgets.Image
-        The live figure (PNG).
+        The live figure (PNG, :class:`dqnlab.plots.LiveFigure`), redrawn every
+        ``redraw_every_s`` seconds (2) while a run goes on. Hidden until a run draws, and
+        again from a Run click until that run draws (so a failed run shows no figure).
     result : RunResult or None
         The last run (complete, stopped, or the partial run of a failed one).
     results : list of RunResult
         Every run of this panel, oldest first.
     error : str or None
-        The last run's error message (``"ValueError: ..."``), None if it went well.
+        The last run's error message as raised (``"ValueError: sync_every must be ..."``), None
+        if it went well; the status line shows it with the controls' labels.
     widget : ipywidgets.VBox
         The whole panel (displaying the panel displays this).
     """
@@ -205,9 +222,10 @@ class ControlPanel:
         self._done = threading.Event()
         self._done.set()
         self._draw_lock = threading.Lock()
-        self._last_draw = -math.inf
+        self._live = LiveFigure()
+        self._shown: RunResult | None = None  # the run (or snapshot) the figure shows
+        self._last_draw = -math.inf  # _clock() when the last draw started
         self._draw_cost = 0.0
-        self._started = 0.0
         self._settings: dict[str, Any] = {}
 
         single = scheme in _SINGLE_PROCESS
@@ -248,7 +266,7 @@ class ControlPanel:
             w.observe(lambda _change: self._update_visibility(), names="value")
         self.per_worker = W.Checkbox(value=False, description="score per worker", indent=False, style=_STYLE,
                                      layout=W.Layout(width="auto", display="none" if single else None))
-        self.per_worker.observe(lambda _change: self._redraw(force=True), names="value")
+        self.per_worker.observe(lambda _change: self._redraw(self._shown, force=True), names="value")
         self.run_button = W.Button(description="Run", button_style="success", icon="play",
                                    tooltip="train with these settings (in the background)")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
@@ -256,7 +274,7 @@ class ControlPanel:
         self.run_button.on_click(self._on_run)
         self.stop_button.on_click(self._on_stop)
         self.status = W.HTML(value=self._idle_text())
-        self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px"))
+        self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         title = W.HTML(f"<b>{html.escape(scheme)}</b> &mdash; {html.escape(_first_line(scheme))}")
         common = W.HBox([self.workers, self.batch_size, self.budget_s, self.seed],
                         layout=W.Layout(flex_flow="row wrap"))
@@ -317,14 +335,11 @@ class ControlPanel:
         """Set controls by name (``workers``, ``batch_size``, ``budget_s``, ``seed`` or an
         option); returns the panel. Raises ValueError for an unknown name or a value a
         control cannot take."""
-        common = {"workers": self.workers, "batch_size": self.batch_size, "budget_s": self.budget_s,
-                  "seed": self.seed}
-        if self._network_controls:
-            common.update(network=self.network, afterstate=self.afterstate, augment_symmetry=self.augment_symmetry)
+        controls = self._controls()
         for name, value in values.items():
-            w = common.get(name) or self.options.get(name)
+            w = controls.get(name)
             if w is None:
-                raise ValueError(f"no control {name!r}; controls: {sorted(common) + sorted(self.options)}")
+                raise ValueError(f"no control {name!r}; controls: {sorted(controls)}")
             if name == "batch_size" and value not in w.options:
                 w.options = sorted(set(w.options) | {int(value)})
             if name == "workers" and self.scheme in _SINGLE_PROCESS and value != 1:
@@ -340,6 +355,15 @@ class ControlPanel:
             except Exception as e:  # traitlets.TraitError and friends
                 raise ValueError(f"{name}: {e}") from None
         return self
+
+    def _controls(self) -> dict[str, W.Widget]:
+        """Every control of the panel by the name :meth:`set` and :meth:`settings` use (the
+        network row's only with ``network_controls``)."""
+        common = {"workers": self.workers, "batch_size": self.batch_size, "budget_s": self.budget_s,
+                  "seed": self.seed}
+        if self._network_controls:
+            common.update(network=self.network, afterstate=self.afterstate, augment_symmetry=self.augment_symmetry)
+        return {**common, **self.options}
 
     def _config(self, s: dict[str, Any]) -> TrainConfig:
         base = self.config
@@ -440,7 +464,7 @@ class ControlPanel:
         self.error = None
         self._settings = {"workers": workers, **s}
         self._last_draw = -math.inf
-        self._started = time.perf_counter()
+        self._clear_figure()
         self._enable(False)
         self._set_status(f"starting {self.scheme} x{workers}&hellip;", colour="#06c")
         self._thread = threading.Thread(target=self._work, args=(config, workers, s),
@@ -473,42 +497,49 @@ class ControlPanel:
                 self._done.set()
 
     def _callback(self, snapshot: RunResult) -> bool:
-        """The run's callback (training thread): redraw now and then; True once Stop was clicked."""
+        """The run's callback (training thread, about once a second): redraw when
+        ``redraw_every_s`` seconds have passed since the last draw started (a report up to
+        :data:`_REPORT_SLACK_S` early counts), or five times a draw's cost if that is longer;
+        True once Stop was clicked."""
         if self._stop.is_set():
             return True
-        now = time.perf_counter()
-        if now - self._last_draw >= max(self.redraw_every_s, 5 * self._draw_cost):
+        wait = max(self.redraw_every_s - _REPORT_SLACK_S, 5 * self._draw_cost)
+        if _clock() - self._last_draw >= wait:
             self._redraw(snapshot)
             self._set_status(self._progress_text(snapshot), colour="#06c")
         return self._stop.is_set()
 
     # ------------------------------------------------------------------ drawing
-    def _redraw(self, run: RunResult | None = None, force: bool = False) -> None:
-        run = run if run is not None else self.result
-        if run is None:
-            return
-        if not self._draw_lock.acquire(blocking=force):
+    def _redraw(self, run: RunResult | None, force: bool = False) -> None:
+        """Draw ``run`` into :attr:`figure` and show it (nothing for None). A draw already going
+        on makes this one a no-op, unless ``force``: then it waits for it."""
+        if run is None or not self._draw_lock.acquire(blocking=force):
             return
         try:
-            t0 = time.perf_counter()
-            from .plots import plot_live
-
-            fig = plot_live(run, per_worker=self.per_worker.value)
+            t0 = _clock()
             buf = io.BytesIO()
-            fig.savefig(buf, format="png")
+            self._live.update(run, per_worker=self.per_worker.value).savefig(buf, format="png")
             self.figure.value = buf.getvalue()
-            self._last_draw = time.perf_counter()
-            self._draw_cost = self._last_draw - t0
+            self.figure.layout.display = None
+            self._shown = run
+            self._last_draw = t0
+            self._draw_cost = _clock() - t0
         except Exception as e:  # noqa: BLE001 - a drawing problem must not kill the run
             self._set_status(f"could not draw: {html.escape(f'{type(e).__name__}: {e}')}", colour="#a00",
                              keep=True)
         finally:
             self._draw_lock.release()
 
+    def _clear_figure(self) -> None:
+        """Hide the figure: the run it shows is not the one the panel is about now."""
+        with self._draw_lock:
+            self._shown = None
+            self.figure.layout.display = "none"
+
     def _enable(self, idle: bool) -> None:
         self.run_button.disabled = not idle
         self.stop_button.disabled = idle
-        for w in [self.workers, self.batch_size, self.budget_s, self.seed, *self.options.values()]:
+        for w in self._controls().values():
             w.disabled = not idle
 
     # ------------------------------------------------------------------ status text
@@ -518,12 +549,26 @@ class ControlPanel:
         self.status.value = f'<span style="color:{colour}">{text}</span>'
 
     def _fail(self, message: str, kept: RunResult | None = None) -> None:
+        """Show ``message`` (kept as :attr:`error`) in the controls' words; with nothing ``kept``
+        of the failed run, hide the figure rather than leave an earlier run's in view."""
         self.error = message
         extra = ""
         if kept is not None:
             extra = (f"<br>kept what was gathered: {kept.env_steps:,} env steps, {kept.updates:,} updates, "
                      f"{len(kept.episodes):,} games (<code>panel.result</code>)")
-        self._set_status(f"<b>error</b>: {html.escape(message)}{extra}", colour="#a00")
+        else:
+            self._clear_figure()
+        self._set_status(f"<b>error</b>: {html.escape(self._in_labels(message))}{extra}", colour="#a00")
+
+    def _in_labels(self, message: str) -> str:
+        """``message`` with the Python names of the panel's controls (``min_replay_ratio``,
+        ``batch_size``, and ``max_seconds`` for the budget, with or without a ``TrainConfig.`` before
+        them) replaced by the controls' labels. Only names with an underscore: the others (``sync``,
+        ``workers``) are words already."""
+        labels = {name: w.description for name, w in self._controls().items() if "_" in name}
+        labels["max_seconds"] = self.budget_s.description
+        names = "|".join(map(re.escape, labels))
+        return re.sub(rf"(?:TrainConfig\.)?\b({names})\b", lambda m: labels[m[1]], message)
 
     def _idle_text(self) -> str:
         return '<span style="color:#666">set the controls and click Run</span>'
@@ -633,6 +678,7 @@ class SchemePanel:
         Draws :attr:`comparison`: env steps/s, updates/s and the time split of the last
         run of every scheme.
     comparison : ipywidgets.Image
+        Hidden until the first comparison is drawn.
     widget : ipywidgets.VBox
     """
 
@@ -649,7 +695,7 @@ class SchemePanel:
         self.compare_button = W.Button(description="Compare last runs", icon="bar-chart",
                                        tooltip="speed and time split of the last run of each scheme")
         self.message = W.HTML()
-        self.comparison = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px"))
+        self.comparison = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         self._holder = W.VBox([self._panel(names[0]).widget])
         self.scheme.observe(self._on_scheme, names="value")
         self.compare_button.on_click(self._on_compare)
@@ -706,6 +752,7 @@ class SchemePanel:
             buf = io.BytesIO()
             fig.savefig(buf, format="png")
             self.comparison.value = buf.getvalue()
+            self.comparison.layout.display = None
             self.message.value = f"compared {len(runs)} run(s)"
         except Exception as e:  # noqa: BLE001
             self.message.value = f'<span style="color:#a00">{html.escape(f"{type(e).__name__}: {e}")}</span>'

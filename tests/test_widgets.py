@@ -1,7 +1,10 @@
 """The control panels, driven through their callbacks (ipywidgets would swallow their errors)."""
 
+import math
 import time
 
+import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("ipywidgets")
@@ -9,6 +12,7 @@ pytest.importorskip("ipywidgets")
 import dqnlab  # noqa: E402
 from dqnlab import widgets  # noqa: E402
 from dqnlab.figures import explore_config  # noqa: E402
+from dqnlab.plots import LiveFigure  # noqa: E402
 from dqnlab.schemes import serial  # noqa: E402
 
 
@@ -264,3 +268,127 @@ def test_learning_panel_trains_the_network_family_chosen(monkeypatch):
     assert run.env_steps > 0
     with pytest.raises(ValueError, match="network"):
         widgets.learning_panel("serial", "transformer")
+
+
+# ------------------------------------------------------------------------------ panel polish
+def synthetic_run(workers=1, loss=True, warm_up_s=5, seconds=20):
+    """A run of ``seconds`` reports, one a second: ``warm_up_s`` of acting only at 10,000 env
+    steps/s, then 1,000 env steps/s and 100 updates/s (the TD loss falling from 100 to 1), and a
+    game a second per worker from the first second."""
+    t = np.arange(seconds + 1, dtype=float)
+    rate = np.where(t[1:] <= warm_up_s, 10_000, 1_000)
+    history = pd.DataFrame({"wall_time_s": t, "env_steps": np.concatenate([[0], np.cumsum(rate)]),
+                            "updates": np.maximum(t - warm_up_s, 0) * 100})
+    if loss:
+        history["loss"] = np.where(t > warm_up_s, np.geomspace(100, 1, len(t)), np.nan)
+    episodes = pd.DataFrame([{"worker": w, "episode": int(s), "env_steps": int(s) * 100, "wall_time_s": s,
+                              "score": 1_000 * (s + w), "max_tile": 128, "moves": 100, "epsilon": 0.1,
+                              "loss": np.nan} for s in t[1:] for w in range(workers)])
+    return dqnlab.RunResult(scheme="serial", config=explore_config(smoke=True), workers=workers, episodes=episodes,
+                            env_steps=int(history["env_steps"].iloc[-1]), updates=int(history["updates"].iloc[-1]),
+                            wall_time_s=float(t[-1]), time_split={"acting": 1.0, "learning": 1.0}, weights={},
+                            history=history)
+
+
+def test_live_figure_scales_speed_to_the_steady_rate_and_marks_the_warm_up():
+    live = LiveFigure()
+    live.update(synthetic_run())
+    top = live.ax_speed.get_ylim()[1]
+    assert 1_000 <= top < 2_000  # the steady 1,000 env steps/s, not the 10,000 of the warm-up
+    texts = [t.get_text() for t in live.ax_speed.texts]
+    assert texts == ["warm-up, acting only: 10,000 env steps/s"]
+    band = [p for p in live.ax_speed.patches]
+    assert len(band) == 1 and band[0].get_x() == 0 and band[0].get_width() == 5  # 0 s to the last report without updates
+    assert 100 <= live.ax_updates.get_ylim()[1] < 200
+    assert live.ax_speed.get_legend() is None  # the axis labels say which line is which: nothing covers the lines
+    assert live.ax_speed.get_ylabel() == "env steps / s (solid)" and live.ax_updates.get_ylabel() == "updates / s (dashed)"
+    assert "1,000 env steps/s, 100.0 updates/s" in live.ax_speed.get_title()
+
+
+def test_live_figure_draws_the_td_loss_when_the_history_has_it():
+    live = LiveFigure()
+    live.update(synthetic_run(loss=True))
+    (line,) = live.ax_loss.lines
+    xs, ys = line.get_data()
+    assert len(xs) == 15 and xs[0] == 6 and np.isfinite(ys).all()  # NaN during the warm-up is left out
+    assert live.ax_loss.get_yscale() == "log" and live.ax_loss.get_title() == "TD loss: 1"
+    live.update(synthetic_run(loss=False))  # a history without the column: said, not an error
+    assert len(line.get_xdata()) == 0
+    assert [t.get_text() for t in live.ax_loss.texts] == ["this run's history has no TD loss"]
+    live.update(synthetic_run(loss=True, warm_up_s=20))
+    assert [t.get_text() for t in live.ax_loss.texts] == ["TD loss appears once learning starts"]
+
+
+def test_live_figure_redraws_the_same_figure_and_lines():
+    live = LiveFigure()
+    fig = live.update(synthetic_run(workers=2))
+    speed, loss = live.ax_speed.lines[0], live.ax_loss.lines[0]
+    assert [line.get_label() for line in live.ax_score.lines] == ["serial x2"]
+    assert live.update(synthetic_run(workers=2, seconds=30), per_worker=True) is fig
+    assert live.ax_speed.lines[0] is speed and live.ax_loss.lines[0] is loss
+    assert live.ax_speed.get_xlim() == (0, 30)
+    assert [line.get_label() for line in live.ax_score.lines] == ["serial x2 worker 0", "serial x2 worker 1"]
+    assert live.ax_score.get_legend() is not None
+    live.update(synthetic_run(workers=2), per_worker=False)
+    assert len(live.ax_score.lines) == 1 and live.ax_score.get_legend() is None
+    assert len(live.ax_speed.texts) == 1 and len(live.ax_speed.patches) == 1  # the warm-up band replaced, not piled up
+
+
+def test_the_figure_redraws_every_two_seconds_when_reports_come_about_a_second_apart(config, monkeypatch):
+    panel = widgets.control_panel("serial", config)
+    run = panel.run(blocking=True)
+    now = [1_000.0]
+    monkeypatch.setattr(widgets, "_clock", lambda: now[0])
+    panel._last_draw = -math.inf
+    draws = []
+    for i, jitter in enumerate([0.0, 0.1, -0.1, 0.2, -0.2, 0.05, 0.15, -0.15, 0.0, 0.1, -0.05]):
+        now[0] = 1_000.0 + i + jitter  # the run's reports: about a second apart
+        before = panel._last_draw
+        assert panel._callback(run) is False
+        if panel._last_draw != before:
+            draws.append(now[0])
+    assert len(draws) == 6 and np.allclose(np.diff(draws), 2.0, atol=0.4)
+
+
+def test_nothing_is_shown_under_the_buttons_until_a_run_draws(fake_scheme, config):
+    panel = widgets.control_panel("serial", config)
+    assert panel.figure.layout.display == "none" and panel.figure.value == b""  # no broken-image icon
+    panel.run(blocking=True)
+    assert panel.figure.layout.display is None and panel.figure.value[:4] == b"\x89PNG"
+    sp = widgets.scheme_panel(["serial", fake_scheme], config)
+    assert sp.comparison.layout.display == "none"
+    sp.panel.run(blocking=True)
+    sp.compare()
+    assert sp.comparison.layout.display is None and sp.comparison.value[:4] == b"\x89PNG"
+
+
+def test_a_failed_run_does_not_leave_the_figure_of_the_run_before(fake_scheme, config):
+    panel = widgets.control_panel(fake_scheme, config, sync="periodic")
+    panel.run(blocking=True)
+    assert panel.figure.layout.display is None
+    panel.set(sync_every=0)  # the scheme refuses it in the training thread: nothing gathered
+    panel.run(blocking=True)
+    assert panel.error and panel.figure.layout.display == "none"
+    panel.set(sync_every=5)
+    panel.run(blocking=True)
+    assert panel.error is None and panel.figure.layout.display is None
+    panel.options["ratio"].value = "lots"  # refused before the run starts
+    panel.run(blocking=True)
+    assert panel.error and panel.figure.layout.display == "none"
+    panel.per_worker.value = True  # a redraw request now has nothing to show
+    assert panel.figure.layout.display == "none"
+
+
+def test_error_lines_use_the_controls_labels(fake_scheme, config):
+    panel = widgets.control_panel(fake_scheme, config, sync="periodic")
+    panel.set(sync_every=0)
+    panel.run(blocking=True)
+    assert panel.error.startswith("ValueError: sync_every must be")  # as raised, for code
+    assert "sync every (updates) must be" in panel.status.value and "sync_every" not in panel.status.value
+    small = widgets.control_panel("serial", config.replace(buffer_size=100))
+    small.run(blocking=True, batch_size=256)
+    assert "batch_size" in small.error and "batch size must be" in small.status.value
+    assert "batch_size" not in small.status.value
+    actors = widgets.control_panel("actors", config)
+    assert actors._in_labels("min_replay_ratio must be in [0, replay_ratio]; TrainConfig.max_seconds > 0; sync") == \
+        "min replay ratio must be in [0, replay_ratio]; budget (s) > 0; sync"
