@@ -416,11 +416,11 @@ class LiveFigure:
 
     * speed: env steps/s (solid, left axis) and updates/s (dashed, right axis), a rolling
       mean of 5 reports. The warm-up (acting before the first update, much faster than
-      acting and learning together) is a grey band with its rate written in it, and the
+      acting and learning together) is a grey band, its rate in the axis label, and the
       env-steps axis is scaled to the rate after the warm-up, so the steady rate is not a
       flat line at the bottom.
     * TD loss: ``run.history["loss"]`` (log scale) when the history has that column (NaN
-      before learning starts); otherwise the plot says it is not recorded.
+      before learning starts: "no update yet"); otherwise the plot says it is not recorded.
     * reward: the rolling mean score of finished games, one line per worker with
       ``per_worker``.
 
@@ -451,14 +451,15 @@ class LiveFigure:
         (self._ups,) = self.ax_updates.plot([], [], color="C1", ls="--")
         (self._loss,) = self.ax_loss.plot([], [], color="C3")
         self._scores = {}  # label -> Line2D
-        self._warm_up = []  # the warm-up band and its text, replaced at every update
+        self._warm_up = None  # the warm-up band, replaced at every update
         self._notes = {ax: ax.text(0.5, 0.5, "", ha="center", va="center", color="0.4", transform=ax.transAxes)
                        for ax in (self.ax_loss, self.ax_score)}
         self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
         self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
         self.ax_loss.set_ylabel("TD loss (log scale)")
+        self.ax_loss.set_yscale("log")
         self.ax_score.set_ylabel(f"score (mean of last {window} games)")
-        for ax in (self.ax_speed, self.ax_loss, self.ax_score):
+        for ax in (self.ax_loss, self.ax_score):
             ax.set_xlabel("wall time (s)")
 
     def update(self, run, per_worker: bool = False):
@@ -491,22 +492,22 @@ class LiveFigure:
         mid, sps, ups = _speed(run.history, split=first)
         self._sps.set_data(mid, sps)
         self._ups.set_data(mid, ups)
-        for artist in self._warm_up:
-            artist.remove()
-        self._warm_up = []
+        if self._warm_up is not None:
+            self._warm_up.remove()
+            self._warm_up = None
         warm_end = t[min(first, len(t)) - 1] if first > 0 else 0.0  # the last report before learning
+        xlabel = "wall time (s)"
         if warm_end > 0 and len(sps):
-            self._warm_up = [
-                self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0),
-                self.ax_speed.text(warm_end / 2, 0.5, f"warm-up, acting only: {sps[:first].max():,.0f} env steps/s",
-                                   transform=self.ax_speed.get_xaxis_transform(), rotation=90, ha="center",
-                                   va="center", fontsize="x-small", color="0.35")]
+            self._warm_up = self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0)
+            # Said below the axes: the band may be too narrow to hold it, and nothing covers a line there.
+            xlabel += f"; grey: warm-up, {sps[:first].max():,.0f}/s"
+        self.ax_speed.set_xlabel(xlabel)
         steady = sps[first:]
         for ax, values in ((self.ax_speed, steady if len(steady) else sps), (self.ax_updates, ups)):
             top = float(values.max()) if len(values) else 0.0
             ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)
         now = f"{sps[-1]:,.0f} env steps/s, {ups[-1]:,.1f} updates/s" if len(sps) else "no report yet"
-        self.ax_speed.set_title(f"speed: {now}", fontsize="medium")
+        _live_title(self.ax_speed, f"speed: {now}")
 
     def _update_loss(self, run, t: np.ndarray) -> None:
         recorded = "loss" in run.history
@@ -514,16 +515,14 @@ class LiveFigure:
         shown = np.isfinite(loss) & (loss > 0)
         self._loss.set_data(t[shown], loss[shown])
         if shown.any():
-            if self.ax_loss.get_yscale() != "log":
-                self.ax_loss.set_yscale("log")
             self.ax_loss.relim()
             self.ax_loss.autoscale_view(scalex=False)
             note, title = "", f"TD loss: {loss[shown][-1]:.3g}"
         else:
-            note = "TD loss appears once learning starts" if recorded else "this run's history has no TD loss"
+            note = "no update yet" if recorded else "not recorded in this run"
             title = "TD loss"
         self._notes[self.ax_loss].set_text(note)
-        self.ax_loss.set_title(title, fontsize="medium")
+        _live_title(self.ax_loss, title)
 
     def _update_scores(self, run, per_worker: bool) -> None:
         lines = list(_score_lines(run, "wall_time_s", self.window, per_worker)) if len(run.episodes) else []
@@ -541,7 +540,13 @@ class LiveFigure:
         self.ax_score.autoscale_view(scalex=False)
         self._notes[self.ax_score].set_text("" if lines else "no finished game yet")
         recent = f"recent mean {run.episodes['score'].tail(self.window).mean():,.0f}" if lines else "no game yet"
-        self.ax_score.set_title(f"reward: {recent}", fontsize="medium")
+        _live_title(self.ax_score, f"reward: {recent}")
+
+
+def _live_title(ax, text: str) -> None:
+    """Set a title of the live figure at a fixed height (y=1: matplotlib then skips its search for
+    tick labels in the way, a tenth of the cost of a redraw)."""
+    ax.set_title(text, fontsize="medium", y=1.0)
 
 
 def plot_divergence(runs, labels=None, ax=None, x: str = "wall_time_s", relative: bool = True):
@@ -697,6 +702,9 @@ def animate(game, every: int = 1, max_frames: int | None = None, interval_ms: fl
             low, high = min(0.0, float(q[finite].min())), max(0.0, float(q[finite].max()))
             pad = 0.15 * (high - low) or 1.0
             ax_q.set_ylim(low - (pad if low < 0 else 0.0), high + pad)
+        else:  # no values to scale: an empty panel with its note
+            ax_q.set_ylim(0.0, 1.0)
+        ax_q.yaxis.set_visible(bool(finite.any()))
         note.set_text("" if finite.any() else "no Q-values (not a Q-network)" if playing
                       else "stopped (max_moves)" if game.truncated else "game over")
         step = (f"   next: {ACTION_NAMES[game.actions[t]]} (+{game.rewards[t]:,})" if playing else "")

@@ -295,10 +295,9 @@ def test_live_figure_scales_speed_to_the_steady_rate_and_marks_the_warm_up():
     live.update(synthetic_run())
     top = live.ax_speed.get_ylim()[1]
     assert 1_000 <= top < 2_000  # the steady 1,000 env steps/s, not the 10,000 of the warm-up
-    texts = [t.get_text() for t in live.ax_speed.texts]
-    assert texts == ["warm-up, acting only: 10,000 env steps/s"]
-    band = [p for p in live.ax_speed.patches]
-    assert len(band) == 1 and band[0].get_x() == 0 and band[0].get_width() == 5  # 0 s to the last report without updates
+    (band,) = live.ax_speed.patches  # 0 s to the last report without updates, its rate (off the scale) said below
+    assert band.get_x() == 0 and band.get_width() == 5
+    assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up, 10,000/s"
     assert 100 <= live.ax_updates.get_ylim()[1] < 200
     assert live.ax_speed.get_legend() is None  # the axis labels say which line is which: nothing covers the lines
     assert live.ax_speed.get_ylabel() == "env steps / s (solid)" and live.ax_updates.get_ylabel() == "updates / s (dashed)"
@@ -314,9 +313,9 @@ def test_live_figure_draws_the_td_loss_when_the_history_has_it():
     assert live.ax_loss.get_yscale() == "log" and live.ax_loss.get_title() == "TD loss: 1"
     live.update(synthetic_run(loss=False))  # a history without the column: said, not an error
     assert len(line.get_xdata()) == 0
-    assert [t.get_text() for t in live.ax_loss.texts] == ["this run's history has no TD loss"]
+    assert [t.get_text() for t in live.ax_loss.texts] == ["not recorded in this run"]
     live.update(synthetic_run(loss=True, warm_up_s=20))
-    assert [t.get_text() for t in live.ax_loss.texts] == ["TD loss appears once learning starts"]
+    assert [t.get_text() for t in live.ax_loss.texts] == ["no update yet"]
 
 
 def test_live_figure_redraws_the_same_figure_and_lines():
@@ -331,7 +330,9 @@ def test_live_figure_redraws_the_same_figure_and_lines():
     assert live.ax_score.get_legend() is not None
     live.update(synthetic_run(workers=2), per_worker=False)
     assert len(live.ax_score.lines) == 1 and live.ax_score.get_legend() is None
-    assert len(live.ax_speed.texts) == 1 and len(live.ax_speed.patches) == 1  # the warm-up band replaced, not piled up
+    assert len(live.ax_speed.patches) == 1  # the warm-up band replaced, not piled up
+    live.update(synthetic_run(warm_up_s=0))  # learning from the first report: no band
+    assert not live.ax_speed.patches and live.ax_speed.get_xlabel() == "wall time (s)"
 
 
 def test_the_figure_redraws_every_two_seconds_when_reports_come_about_a_second_apart(config, monkeypatch):
