@@ -414,6 +414,7 @@ def _cmd_play(args: argparse.Namespace) -> int:
     every, max_frames = args.every or 1, None if args.every else _GIF_MAX_FRAMES
     shown = game.frames(every, max_frames)
     args.gif.parent.mkdir(parents=True, exist_ok=True)
+    print(f"drawing {len(shown):,} frames ...", flush=True)
     animate(game, every, max_frames, interval_ms=1000.0 / (args.fps or 5.0)).save(args.gif, writer="pillow")
     print(f"wrote {args.gif}: {len(shown):,} frames of a game of {end}")
     if args.every is None and len(shown) < game.moves + 1:
