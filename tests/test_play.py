@@ -12,8 +12,19 @@ import pytest
 import torch
 from PIL import Image
 
-from dqnlab import (DQNAgent, Player, RecordedGame, TrainConfig, VecGame2048, evaluate, is_game_over, load_player,
-                    move, play, train)
+from dqnlab import (
+    DQNAgent,
+    Player,
+    RecordedGame,
+    TrainConfig,
+    VecGame2048,
+    evaluate,
+    is_game_over,
+    load_player,
+    move,
+    play,
+    train,
+)
 from dqnlab.__main__ import main
 from dqnlab.env import legal_actions_batch
 from dqnlab.networks import make_network
@@ -241,8 +252,8 @@ def test_cli_play_bad_input_is_one_clear_line(args, needle, capsys):
 
 def test_cli_play_error_has_no_traceback():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "dqnlab", "play", "no-such-dir"], capture_output=True, text=True,
-                       timeout=120, env=env)
+    r = subprocess.run([sys.executable, "-m", "dqnlab", "play", "no-such-dir"], check=False, capture_output=True,
+                       text=True, timeout=120, env=env)
     assert r.returncode == 2 and "no directory" in r.stderr and "Traceback" not in r.stderr
 
 
