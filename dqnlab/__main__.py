@@ -153,7 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("run", help="run directory, or 'random' / 'corner'")
     pl.add_argument("--seed", type=_nonneg_int, default=0,
                     help="seed of the tile spawns (default 0; the game is the first of evaluate --seed S)")
-    pl.add_argument("--max-moves", type=_positive_int, metavar="N", help="stop after N moves (default: play to the end)")
+    pl.add_argument("--max-moves", type=_positive_int, metavar="N",
+                    help="stop after N moves (default: play to the end)")
     pl.add_argument("--gif", type=Path, metavar="FILE.gif",
                     help="write the game as an animated GIF (the board, and the Q-values of the four moves beside it) "
                          "instead of the text replay")
@@ -309,10 +310,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"greedy play, {ev['games']} games: mean score {ev['score_mean']:,.0f} "
               f"(random play {ref['score_mean']:,.0f}); largest tiles {{{tiles}}}")
     if (out / "checkpoint.pt").is_file():
-        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, weights.npz, run.png); continue it with "
-              f"python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
+        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, weights.npz, model.pt, "
+              f"run.png); continue it with python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
     else:
-        print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, weights.npz, run.png)")
+        print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, weights.npz, model.pt, run.png)")
     if not args.no_tensorboard:
         print(f"curves in TensorBoard: tensorboard --logdir {out}")
     return 130 if run.status == "interrupted" else 0
