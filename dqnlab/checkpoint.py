@@ -9,7 +9,8 @@ A **run directory** (``dqnlab.train(..., run_dir=DIR)``, or ``python -m dqnlab t
   history, the config, the scheme, its worker count and options, and
   :data:`CHECKPOINT_VERSION`;
 * ``summary.json``, ``episodes.csv``, ``history.csv``, ``weights.npz`` -- the
-  :class:`~dqnlab.RunResult` files (:meth:`~dqnlab.RunResult.save`).
+  :class:`~dqnlab.RunResult` files (:meth:`~dqnlab.RunResult.save`), and ``model.pt``
+  (the weights as a PyTorch ``state_dict``) once the run has ended.
 
 Both are written every ``checkpoint_every`` seconds of wall time, and at the end of
 the run (budget spent, Stop button, Ctrl-C). Every file is written to a temporary
@@ -295,7 +296,8 @@ class Checkpointer:
         return path
 
     def save_results(self, result: Any) -> None:
-        """Write the result files (summary.json, episodes.csv, history.csv, weights.npz)."""
+        """Write the result files (summary.json, episodes.csv, history.csv, weights.npz; model.pt once the run has
+        ended)."""
         result.extra["checkpoint"] = self.info()
         result.save(self.directory)
 
