@@ -500,17 +500,25 @@ class DQNAgent:
         if self.config.target_update and self.updates % self.config.target_update == 0:
             self.sync_target()
 
-    def diagnostics(self) -> dict[str, float]:
+    def diagnostics(self, grad_norm: bool = True) -> dict[str, float]:
         """What the last gradient computed by :meth:`compute_gradients` says about learning.
+
+        Parameters
+        ----------
+        grad_norm : bool
+            Include ``grad_norm`` (default). Without clipping it is computed here, which for
+            an n-tuple table's sparse gradient means merging its repeated rows (a sort: about
+            as long as the update itself for ``ntuple-small``); False leaves it out.
 
         Returns
         -------
         dict
             ``loss``: its TD loss (mean over the minibatch); ``q_max_mean``: the mean over
-            its minibatch of ``max_a Q(s, a)`` by the online network before the step (with
-            ``config.afterstate``, of the trained value ``V(afterstate(s, a))``);
-            ``grad_norm``: the L2 norm of its gradient before clipping. All NaN before the
-            first update; what :meth:`record_diagnostics` was given, if it was called since.
+            its minibatch of ``max_a Q(s, a)`` (the four outputs) by the online network
+            before the step (with ``config.afterstate``, of the trained value
+            ``V(afterstate(s, a))``); ``grad_norm``: the L2 norm of its gradient before
+            clipping. All NaN before the first update; what :meth:`record_diagnostics` was
+            given, if it was called since.
 
         Notes
         -----
@@ -520,18 +528,21 @@ class DQNAgent:
         those of the last update until the next one.
         """
         if self._last_values is None:
-            return dict(self._recorded)
-        norm = self._last_norm
-        if norm is None:
-            norm = _grad_norm([p.grad for p in self._trained_parameters() if p.grad is not None])
-        return {"loss": self._last_loss, "q_max_mean": float(self._last_values.amax(dim=1).mean()),
-                "grad_norm": float(norm)}
+            return {name: value for name, value in self._recorded.items() if grad_norm or name != "grad_norm"}
+        out = {"loss": self._last_loss, "q_max_mean": float(self._last_values.amax(dim=1).mean())}
+        if grad_norm:
+            norm = self._last_norm
+            if norm is None:
+                norm = _grad_norm([p.grad for p in self._trained_parameters() if p.grad is not None])
+            out["grad_norm"] = float(norm)
+        return out
 
     def record_diagnostics(self, values: Mapping[str, float]) -> None:
-        """Make :meth:`diagnostics` report ``values`` (its keys, :data:`UPDATE_DIAGNOSTICS`), for
-        an update of this agent computed elsewhere (the workers of ``sharded`` and ``averaged``)."""
+        """Make :meth:`diagnostics` report ``values`` (some of :data:`UPDATE_DIAGNOSTICS`; one left
+        out keeps its last recorded value), for an update of this agent computed elsewhere
+        (the workers of ``sharded`` and ``averaged``)."""
         self._last_values = None
-        self._recorded = {name: float(values[name]) for name in UPDATE_DIAGNOSTICS}
+        self._recorded.update({name: float(value) for name, value in values.items()})
 
     def _trained_parameters(self) -> list[torch.Tensor]:
         """The optimiser's parameters (the online net's), without walking the module tree."""

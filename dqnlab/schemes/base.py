@@ -36,8 +36,9 @@ __all__ = ["Learner", "RunLoop", "Progress", "DIAGNOSTICS", "worker_seeds", "def
 
 #: The DQN diagnostics in :attr:`RunResult.history <dqnlab.RunResult.history>`, sampled at every
 #: progress report: ``loss``, ``q_max_mean`` and ``grad_norm`` of the last update (see
-#: :meth:`dqnlab.DQNAgent.diagnostics`; NaN before learning starts), ``epsilon`` (exploration
-#: rate now) and ``replay_ratio`` (achieved: minibatch samples trained so far per env step so far).
+#: :meth:`dqnlab.DQNAgent.diagnostics`; NaN before learning starts; ``sharded`` and ``averaged``
+#: measure ``grad_norm`` on the first update after each report), ``epsilon`` (exploration rate
+#: now) and ``replay_ratio`` (achieved: minibatch samples trained so far per env step so far).
 DIAGNOSTICS = ("loss", "q_max_mean", "epsilon", "replay_ratio", "grad_norm")
 #: Games whose mean score and largest tile the progress bar and the TensorBoard log show.
 RECENT_GAMES = 100

@@ -45,7 +45,7 @@ import joblib
 import numpy as np
 import torch
 
-from ..agent import UPDATE_DIAGNOSTICS, DQNAgent
+from ..agent import DQNAgent
 from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
@@ -876,7 +876,7 @@ def _step_agent(config: TrainConfig) -> DQNAgent:
 
 def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainConfig,
                     state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
-                    update: int, fault: dict[str, Any] | None = None) -> dict[str, Any]:
+                    update: int, fault: dict[str, Any] | None = None, grad_norm: bool = False) -> dict[str, Any]:
     """One optimiser step from a copy of the learner's state, in a worker (errors are returned, not raised).
 
     Loads ``state`` (``online`` weights and optimiser state ``opt``) into a scratch
@@ -891,21 +891,22 @@ def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainCon
     -------
     dict
         ``ok`` True with ``weights``, ``opt`` (new optimiser state), ``diagnostics``
-        (:meth:`DQNAgent.diagnostics` of the step: the loss before it, mean max-Q,
-        gradient norm) and ``compute_s`` (seconds of the step); or ``ok`` False with
-        ``message`` and ``traceback`` text of the exception.
+        (:meth:`DQNAgent.diagnostics` of the step: the loss before it and mean max-Q; with
+        ``grad_norm``, the gradient norm too, which an n-tuple table's sparse gradient
+        makes cost about a step) and ``compute_s`` (seconds of the step); or ``ok`` False
+        with ``message`` and ``traceback`` text of the exception.
     """
     try:
         with parent_handles_sigint(parent_pid):
             return _train_step(worker, workers, parent_pid, config, state, boards, actions, targets,
-                               update, fault)
+                               update, fault, grad_norm)
     except Exception as e:  # reported to the parent, which raises WorkerError
         return {"ok": False, "message": _describe(e), "traceback": traceback.format_exc()}
 
 
 def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
                 state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
-                update: int, fault: dict[str, Any] | None) -> dict[str, Any]:
+                update: int, fault: dict[str, Any] | None, grad_norm: bool) -> dict[str, Any]:
     pin_torch_threads(workers, parent_pid)
     check_fault(fault, worker, updates=update)
     t0 = time.perf_counter()
@@ -917,7 +918,7 @@ def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
         raise FloatingPointError(f"non-finite TD loss ({value}) at update {update + 1}")
     agent.step_optimizer()
     out = {"ok": True, "weights": agent.get_weights(), "opt": optimizer_state(agent),
-           "diagnostics": agent.diagnostics()}
+           "diagnostics": agent.diagnostics(grad_norm)}
     out["compute_s"] = time.perf_counter() - t0
     return out
 
@@ -945,7 +946,8 @@ class RoundStats:
 
 def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequence[Minibatch],
                     coefficients: Sequence[float] | np.ndarray | None,
-                    stats: RoundStats | None = None, fault: dict[str, Any] | None = None) -> float:
+                    stats: RoundStats | None = None, fault: dict[str, Any] | None = None,
+                    grad_norm: bool = False) -> float:
     """One update of ``agent`` by K workers, each stepping on one of ``batches``; the
     returned weights (and optimiser states) are averaged into ``agent``.
 
@@ -969,6 +971,9 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
         Averaging weights (normalised); None = equal.
     stats : RoundStats, optional
         Accumulates per-worker compute and communication seconds.
+    grad_norm : bool
+        Also measure the workers' gradient norms (the agent's ``grad_norm`` keeps the
+        last one measured otherwise); default False.
 
     Returns
     -------
@@ -989,7 +994,7 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     try:
         results = parallel(joblib.delayed(train_step_task)(i, k, os.getpid(), agent.config, state,
                                                            batches[i].boards, batches[i].actions, targets[i],
-                                                           agent.updates, fault)
+                                                           agent.updates, fault, grad_norm)
                            for i in range(k))
     except Exception as e:  # a dead process (TerminatedWorkerError) or a broken pool
         how = exit_from_pool_error(str(e)) or _describe(e).splitlines()[0]
@@ -1002,7 +1007,7 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     agent.set_weights(average_weights([r["weights"] for r in results], c))
     load_optimizer_state(agent, average_optimizer_states([r["opt"] for r in results], c))
     agent.record_diagnostics({name: np.dot(c, [r["diagnostics"][name] for r in results])
-                              for name in UPDATE_DIAGNOSTICS})
+                              for name in results[0]["diagnostics"]})
     agent.updates += 1
     if agent.config.target_update and agent.updates % agent.config.target_update == 0:
         agent.sync_target()
@@ -1033,6 +1038,10 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     step time (summed) plus the parent's own update work (sampling, TD targets,
     packing the state, averaging); ``communication`` is, per worker, the round's wall time minus
     its step time (pickling, transfer, dispatch, waiting for the slowest), summed.
+
+    Diagnostics: the workers' coefficient-weighted loss and mean max-Q of every update;
+    their gradient norm is measured on the first update after each report only (an
+    n-tuple table's sparse gradient makes it cost about as much as the step).
 
     ``checkpoint`` (a :class:`~dqnlab.checkpoint.Checkpointer`): the parent's learner
     and the round statistics are the whole state (workers keep none between rounds),
@@ -1075,6 +1084,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
         with joblib.Parallel(n_jobs=workers, batch_size=1) as parallel:
             while not loop.done:
                 target = learner.env_steps + loop.chunk_steps(config.n_envs)
+                norm_measured = False  # the gradient norm reported is the chunk's first (a sparse one costs a step)
                 while learner.env_steps < target and (loop.deadline is None or time.perf_counter() < loop.deadline):
                     learner.act_step()
                     for _ in range(learner.owed_updates()):
@@ -1082,7 +1092,8 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                         batches, coefs = make_batches(learner)
                         learner.timing["learning"] += time.perf_counter() - t0
                         learner.last_loss = parallel_update(parallel, learner.agent, batches, coefs,
-                                                            stats, fault)
+                                                            stats, fault, grad_norm=not norm_measured)
+                        norm_measured = True
                         learner.spend_updates(1)
                 loop.report(learner.progress(time_split()))
     except KeyboardInterrupt:
