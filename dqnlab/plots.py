@@ -440,13 +440,23 @@ class LiveFigure:
     def __init__(self, window: int = 20):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.ticker import EngFormatter, LogFormatter
 
         self.window = window
         self.figure = Figure(figsize=(11.25, 3.2), dpi=80)
         FigureCanvasAgg(self.figure)
-        self.figure.subplots_adjust(left=0.07, right=0.985, bottom=0.16, top=0.88, wspace=0.5)
-        self.ax_speed, self.ax_loss, self.ax_score = self.figure.subplots(1, 3)
+        # Fixed rectangles (figure fractions), no layout engine; the gap after the speed plot holds
+        # the labels of its twin axis and of the TD-loss axis (log ticks such as 4x10^0).
+        left, width, gaps = 0.065, 0.243, (0.12, 0.07)
+        self.ax_speed, self.ax_loss, self.ax_score = (
+            self.figure.add_axes((x, 0.16, width, 0.72)) for x in
+            (left, left + width + gaps[0], left + 2 * width + sum(gaps)))
         self.ax_updates = self.ax_speed.twinx()
+        for ax in (self.ax_speed, self.ax_updates, self.ax_loss, self.ax_score):
+            ax.tick_params(labelsize="small")
+        # Short tick labels (1.4k, 6e-01), so the fixed gaps hold them and no offset text meets a title.
+        for axis in (self.ax_speed.yaxis, self.ax_updates.yaxis, self.ax_score.yaxis):
+            axis.set_major_formatter(EngFormatter(sep=""))
         (self._sps,) = self.ax_speed.plot([], [], color="C0")
         (self._ups,) = self.ax_updates.plot([], [], color="C1", ls="--")
         (self._loss,) = self.ax_loss.plot([], [], color="C3")
@@ -456,8 +466,9 @@ class LiveFigure:
                        for ax in (self.ax_loss, self.ax_score)}
         self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
         self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
-        self.ax_loss.set_ylabel("TD loss (log scale)")
         self.ax_loss.set_yscale("log")
+        self.ax_loss.yaxis.set_major_formatter(LogFormatter())
+        self.ax_loss.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
         self.ax_score.set_ylabel(f"score (mean of last {window} games)")
         for ax in (self.ax_loss, self.ax_score):
             ax.set_xlabel("wall time (s)")
@@ -517,10 +528,10 @@ class LiveFigure:
         if shown.any():
             self.ax_loss.relim()
             self.ax_loss.autoscale_view(scalex=False)
-            note, title = "", f"TD loss: {loss[shown][-1]:.3g}"
+            note, title = "", f"TD loss (log scale): {loss[shown][-1]:.3g}"
         else:
             note = "no update yet" if recorded else "not recorded in this run"
-            title = "TD loss"
+            title = "TD loss (log scale)"
         self._notes[self.ax_loss].set_text(note)
         _live_title(self.ax_loss, title)
 

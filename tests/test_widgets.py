@@ -310,7 +310,7 @@ def test_live_figure_draws_the_td_loss_when_the_history_has_it():
     (line,) = live.ax_loss.lines
     xs, ys = line.get_data()
     assert len(xs) == 15 and xs[0] == 6 and np.isfinite(ys).all()  # NaN during the warm-up is left out
-    assert live.ax_loss.get_yscale() == "log" and live.ax_loss.get_title() == "TD loss: 1"
+    assert live.ax_loss.get_yscale() == "log" and live.ax_loss.get_title() == "TD loss (log scale): 1"
     live.update(synthetic_run(loss=False))  # a history without the column: said, not an error
     assert len(line.get_xdata()) == 0
     assert [t.get_text() for t in live.ax_loss.texts] == ["not recorded in this run"]
