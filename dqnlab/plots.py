@@ -411,14 +411,14 @@ class LiveFigure:
 
     Built once, then redrawn cheaply: :meth:`update` moves the data of the same lines (no
     new figure or axes, and fixed margins instead of a layout pass at every draw), so a
-    panel can redraw every two seconds on a machine busy training. It uses the
+    panel can redraw about every two seconds on a machine busy training. It uses the
     object-oriented API only (no pyplot), so it is safe to draw from a training thread.
 
     * speed: env steps/s (solid, left axis) and updates/s (dashed, right axis), a rolling
-      mean of 5 reports. The warm-up (acting before the first update, much faster than
-      acting and learning together) is a grey band, its rate in the axis label, and the
-      env-steps axis is scaled to the rate after the warm-up, so the steady rate is not a
-      flat line at the bottom.
+      mean of 5 reports. The warm-up (from the start to the first update: the scheme's
+      start-up and acting alone, often far faster than acting and learning) is a grey band,
+      its peak rate in the axis label, and the env-steps axis is scaled to the rate after
+      it, so a fast warm-up does not flatten the steady rate to a line at the bottom.
     * TD loss: ``run.history["loss"]`` (log scale) when the history has that column (NaN
       before learning starts: "no update yet"); otherwise the plot says it is not recorded.
     * reward: the rolling mean score of finished games, one line per worker with
@@ -511,7 +511,7 @@ class LiveFigure:
         if warm_end > 0 and len(sps):
             self._warm_up = self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0)
             # Said below the axes: the band may be too narrow to hold it, and nothing covers a line there.
-            xlabel += f"; grey: warm-up, {sps[:first].max():,.0f}/s"
+            xlabel += f"; grey: warm-up, peak {sps[:first].max():,.0f}/s"
         self.ax_speed.set_xlabel(xlabel)
         steady = sps[first:]
         for ax, values in ((self.ax_speed, steady if len(steady) else sps), (self.ax_updates, ups)):

@@ -8,12 +8,15 @@ slider for the budget in seconds, the seed, and one control per option of the sc
 (read from the signature of its run function, so only the controls that apply are
 shown, e.g. the sync schedule for ``independent``, the lock for ``shared``), plus
 Run and Stop buttons, a status line and a live figure: speed (env steps/s, updates/s),
-TD loss and score against wall time, redrawn every two seconds while the run goes on
-(:class:`dqnlab.plots.LiveFigure`: the same lines with new data, a few tens of
-milliseconds a draw; if a draw ever costs more than a fifth of two seconds, the panel
-waits five draws' time between draws, so drawing never takes more than a fifth of the
-run). Nothing is shown under the buttons until a run draws, and a Run click clears the
-figure of the run before, so a failed run never leaves another run's figure looking current.
+TD loss and score against wall time, redrawn about every two seconds while the run goes
+on (:class:`dqnlab.plots.LiveFigure`: the same lines with new data, about 0.1 s a draw on
+one core). Draws happen at the run's progress reports, about a second apart, so the figure
+moves every second report: 2.0 s apart when reports are regular, 1.5 to 3.3 s measured in
+JupyterLab with two ``shared`` n-tuple workers on 2 cores. A draw that costs more than
+0.3 s makes the panel wait five draws' time before the next, so drawing never takes more
+than a fifth of the run. Nothing is shown under the buttons until a run draws, and a Run
+click clears the figure of the run before, so a failed run never leaves another run's
+figure looking current.
 
 How it stays responsive: Run starts :func:`dqnlab.train` in a background thread, so
 the kernel keeps processing widget events (a callback that blocked the kernel would
@@ -185,7 +188,7 @@ class ControlPanel:
     status : ipywidgets.HTML
         What the run is doing, its summary when it ends, or the error (in the controls' words).
     figure : ipywidgets.Image
-        The live figure (PNG, :class:`dqnlab.plots.LiveFigure`), redrawn every
+        The live figure (PNG, :class:`dqnlab.plots.LiveFigure`), redrawn about every
         ``redraw_every_s`` seconds (2) while a run goes on. Hidden until a run draws, and
         again from a Run click until that run draws (so a failed run shows no figure).
     result : RunResult or None

@@ -297,7 +297,7 @@ def test_live_figure_scales_speed_to_the_steady_rate_and_marks_the_warm_up():
     assert 1_000 <= top < 2_000  # the steady 1,000 env steps/s, not the 10,000 of the warm-up
     (band,) = live.ax_speed.patches  # 0 s to the last report without updates, its rate (off the scale) said below
     assert band.get_x() == 0 and band.get_width() == 5
-    assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up, 10,000/s"
+    assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up, peak 10,000/s"
     assert 100 <= live.ax_updates.get_ylim()[1] < 200
     assert live.ax_speed.get_legend() is None  # the axis labels say which line is which: nothing covers the lines
     assert live.ax_speed.get_ylabel() == "env steps / s (solid)" and live.ax_updates.get_ylabel() == "updates / s (dashed)"
