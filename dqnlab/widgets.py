@@ -588,7 +588,7 @@ class ControlPanel:
     def _summary_text(self, run: RunResult) -> str:
         s = run.summary()
         split = ", ".join(f"{k} {v:.0%}" for k, v in s["time_fraction"].items() if v is not None) or "none measured"
-        opts = ", ".join(f"{k}={v}" for k, v in self._settings.items())
+        opts = self._in_labels(", ".join(f"{k}={v}" for k, v in self._settings.items()))
         return (f"<b>{run.status}</b> ({opts}, batch {run.config.batch_size}): {s['env_steps']:,} env steps, "
                 f"{s['updates']:,} updates, {s['episodes']:,} games in {s['wall_time_s']:.1f} s &mdash; "
                 f"{s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; "

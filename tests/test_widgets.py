@@ -380,8 +380,10 @@ def test_a_failed_run_does_not_leave_the_figure_of_the_run_before(fake_scheme, c
     assert panel.figure.layout.display == "none"
 
 
-def test_error_lines_use_the_controls_labels(fake_scheme, config):
-    panel = widgets.control_panel(fake_scheme, config, sync="periodic")
+def test_status_lines_use_the_controls_labels(fake_scheme, config):
+    panel = widgets.control_panel(fake_scheme, config, sync="final")
+    panel.run(blocking=True, sync_every=7, final_fraction=0.5)
+    assert "sync every (updates)=7, final fraction=0.5" in panel.status.value  # the summary of the run
     panel.set(sync_every=0)
     panel.run(blocking=True)
     assert panel.error.startswith("ValueError: sync_every must be")  # as raised, for code
