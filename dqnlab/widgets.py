@@ -12,11 +12,11 @@ TD loss and score against wall time, redrawn about every two seconds while the r
 on (:class:`dqnlab.plots.LiveFigure`: the same lines with new data, about 0.1 s a draw on
 one core). Draws happen at the run's progress reports, about a second apart, so the figure
 moves every second report: 2.0 s apart when reports are regular; 1.3 to 3.3 s apart (median
-2.3 s) measured in JupyterLab with two ``shared`` n-tuple workers on 2 cores. A draw that costs more than
-0.3 s makes the panel wait five draws' time before the next, so drawing never takes more
-than a fifth of the run. Nothing is shown under the buttons until a run draws, and a Run
-click clears the figure of the run before, so a failed run never leaves another run's
-figure looking current.
+2.3 s) measured in JupyterLab with two ``shared`` n-tuple workers on 2 cores. A draw that
+costs more than 0.3 s makes the panel wait five draws' time before the next, so drawing
+never takes more than a fifth of the run. Nothing is shown under the buttons until a run
+draws, and a Run click clears the figure of the run before, so a failed run never leaves
+another run's figure looking current.
 
 How it stays responsive: Run starts :func:`dqnlab.train` in a background thread, so
 the kernel keeps processing widget events (a callback that blocked the kernel would
