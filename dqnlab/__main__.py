@@ -273,9 +273,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
               f"good checkpoint, if one was written)", file=sys.stderr)
         return 1
     except WorkerError as e:
-        # Keep what was gathered: the partial run goes to OUT like a finished one.
-        if e.partial is not None:
-            e.partial.save(out)
+        # what was gathered is in OUT already: train() saves the partial run in its run directory
         out.mkdir(parents=True, exist_ok=True)
         (out / "worker_error.txt").write_text(str(e) + "\n")
         games = len(e.partial.episodes) if e.partial is not None else 0
@@ -283,8 +281,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"dqnlab: error: {e.scheme}: {who} failed: {e.message} (traceback in {out / 'worker_error.txt'}; "
               f"the {games} games gathered before the fault are saved in {out}/)", file=sys.stderr)
         return 1
-    run.save(out)
-    fig = run.plot()
+    fig = run.plot()  # (train() wrote the result files to its run directory, OUT)
     fig.savefig(out / "run.png", dpi=100)
     s = run.summary()
     split = ", ".join(f"{k} {v:.1f} s" for k, v in s["time_split"].items())
