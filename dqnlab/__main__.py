@@ -36,6 +36,14 @@ _fraction = _number(float, "a number in (0, 1]", lambda v: 0 < v <= 1)
 _nonneg_float = _number(float, "a finite number >= 0", lambda v: 0 <= v < math.inf)
 
 
+def _run_or_policy(text: str) -> str:
+    """A run directory (written by ``train --out``) or a reference policy name, for argparse."""
+    if text in ("random", "corner") or Path(text).is_dir():
+        return text
+    raise argparse.ArgumentTypeError(f"no run directory {text!r} (give a directory written by train --out, "
+                                     f"or 'random' / 'corner')")
+
+
 def _actor_epsilon(text: str):
     """``--actor-epsilon``: ``schedule``, ``apex``, or comma-separated numbers in [0, 1] (one per actor)."""
     if text in ("schedule", "apex"):
@@ -140,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="actors: wait for the learner after every step (no overlap; 1 worker = serial)")
 
     e = sub.add_parser("evaluate", help="greedy play of a trained run (or a reference policy)")
-    e.add_argument("run", help="run directory, or 'random' / 'corner'")
+    e.add_argument("run", type=_run_or_policy, help="run directory, or 'random' / 'corner'")
     e.add_argument("--games", type=_positive_int, default=200, help="games to play (default 200)")
     e.add_argument("--seed", type=_nonneg_int, default=0, help="seed of the games (default 0)")
     e.add_argument("--json", action="store_true", help="print JSON")
@@ -150,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("play", help="watch a trained run (or a reference policy) play one greedy game: a GIF, "
                                      "or a text replay in the terminal")
-    pl.add_argument("run", help="run directory, or 'random' / 'corner'")
+    pl.add_argument("run", type=_run_or_policy, help="run directory, or 'random' / 'corner'")
     pl.add_argument("--seed", type=_nonneg_int, default=0,
                     help="seed of the tile spawns (default 0; the game is the first of evaluate --seed S)")
     pl.add_argument("--max-moves", type=_positive_int, metavar="N",
@@ -312,7 +320,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     else:
         print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, weights.npz, model.pt, run.png)")
     if not args.no_tensorboard:
-        print(f"curves in TensorBoard: tensorboard --logdir {out}")
+        tensorboard = Path(sys.executable).parent / "tensorboard"  # the one installed beside this Python
+        print(f"curves in TensorBoard: {tensorboard if tensorboard.exists() else 'tensorboard'} --logdir {out}")
     return 130 if run.status == "interrupted" else 0
 
 

@@ -50,7 +50,7 @@ def test_minutes_budget_maps_to_seconds(tmp_path):
     (["train", "--batch-size", "999999", "--env-steps", "10"], "TrainConfig.batch_size must be"),
     (["train", "--scheme", "magic"], "invalid choice: 'magic'"),
     (["train", "--minutes", "-1"], "--minutes: expected a finite number > 0"),
-    (["evaluate", "no-such-dir"], "policy must be one of"),
+    (["evaluate", "no-such-dir"], "no run directory 'no-such-dir'"),
     (["evaluate", "random", "--games", "x"], "--games: expected an integer"),
     (["bench", "gpu"], "invalid choice: 'gpu'"),
 ])

@@ -238,7 +238,7 @@ def test_cli_play_replays_as_text(trained, capsys):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["play", "no-such-dir"], "no directory 'no-such-dir' exists"),
+    (["play", "no-such-dir"], "no run directory 'no-such-dir' (give a directory written by train --out"),
     (["play", "random", "--every", "0"], "--every: expected an integer >= 1, got '0'"),
     (["play", "random", "--fps", "3"], "--fps applies only with --gif"),
     (["play", "random", "--gif", "x.gif", "--delay", "1"], "--delay applies only to the text replay"),
@@ -254,7 +254,7 @@ def test_cli_play_error_has_no_traceback():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-m", "dqnlab", "play", "no-such-dir"], check=False, capture_output=True,
                        text=True, timeout=120, env=env)
-    assert r.returncode == 2 and "no directory" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "no run directory" in r.stderr and "Traceback" not in r.stderr
 
 
 # ------------------------------------------------------------------------------------------ evaluation figure
