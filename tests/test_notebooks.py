@@ -64,19 +64,20 @@ def test_executes_in_smoke_mode(path, monkeypatch, tmp_path):
     print(f"{path.name}: {seconds:.1f} s", file=sys.stderr)
 
 
-@pytest.mark.timeout(300)
-def test_reproduce_smoke_writes_every_notebooks_figure(tmp_path):
+@pytest.mark.timeout(120)
+def test_reproduce_smoke_writes_the_notebooks_figures(tmp_path):
+    # Each notebook's last cell draws its figure with the same figures.<data>/<figure> pair that
+    # reproduce calls (test_executes_in_smoke_mode runs them all), so here the command line path is
+    # run on two notebooks, by number and by name, rather than repeating every notebook's runs.
     import subprocess
-
-    from dqnlab import SCHEMES
-    from dqnlab.figures import NOTEBOOKS as FIGURES
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DQNLAB_SMOKE": ""}
     out = tmp_path / "figures"
-    proc = subprocess.run([sys.executable, "-m", "dqnlab", "reproduce", "--smoke", "--out", str(out)],
-                          capture_output=True, text=True, timeout=280, env=env, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "dqnlab", "reproduce", "--smoke", "--out", str(out),
+                           "--only", "00,01_serial_why_so_slow"],
+                          capture_output=True, text=True, timeout=110, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    expected = {name for name, nb in FIGURES.items() if all(s in SCHEMES for s in nb.schemes)}
+    expected = {"00_the_game", "01_serial_why_so_slow"}
     assert {p.stem for p in out.glob("*.png")} == expected
     for p in out.glob("*.png"):
         assert p.read_bytes()[:4] == b"\x89PNG" and p.stat().st_size > 10_000
