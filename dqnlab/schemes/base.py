@@ -32,7 +32,7 @@ from ..results import EPISODE_COLUMNS, RunResult
 from ..tensorboard import TensorBoardLog
 
 __all__ = ["Learner", "RunLoop", "Progress", "DIAGNOSTICS", "worker_seeds", "deferred_interrupt",
-           "mean_diagnostics", "replay_ratio"]
+           "mean_diagnostics", "replay_ratio", "workers_progress"]
 
 #: The DQN diagnostics in :attr:`RunResult.history <dqnlab.RunResult.history>`, sampled at every
 #: progress report: ``loss``, ``q_max_mean`` and ``grad_norm`` of the last update (see
@@ -87,6 +87,25 @@ def mean_diagnostics(workers: Sequence[Mapping[str, float]], samples: float, env
         out[name] = sum(values) / len(values) if values else math.nan
     out["replay_ratio"] = replay_ratio(samples, env_steps)
     return out
+
+
+def workers_progress(latest: Sequence[Mapping[str, Any]], games: Sequence[Mapping[str, Any]],
+                     batch_size: int) -> Progress:
+    """The :class:`Progress` of a run made of worker learners, from each one's last report.
+
+    Each of ``latest`` holds ``env_steps``, ``updates``, ``timing`` (seconds ``acting`` and
+    ``learning``), ``comm_s`` (seconds communicating; a ``lock_wait_s`` is added to it) and
+    ``diagnostics`` (its :data:`DIAGNOSTICS`); ``games`` are the episode rows of all workers.
+    The time split and the totals sum over workers; the diagnostics are their
+    :func:`mean_diagnostics`, with each worker's kept beside them.
+    """
+    env_steps, updates = sum(w["env_steps"] for w in latest), sum(w["updates"] for w in latest)
+    time_split = {"acting": sum(w["timing"]["acting"] for w in latest),
+                  "learning": sum(w["timing"]["learning"] for w in latest),
+                  "communication": sum(w["comm_s"] + w.get("lock_wait_s", 0.0) for w in latest)}
+    learners = [w["diagnostics"] for w in latest]
+    return Progress(env_steps, updates, games, time_split,
+                    mean_diagnostics(learners, updates * batch_size, env_steps), learners)
 
 
 def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:

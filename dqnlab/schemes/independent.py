@@ -56,9 +56,9 @@ from .base import (
     Progress,
     RunLoop,
     episodes_frame,
-    mean_diagnostics,
     recent_score,
     worker_seeds,
+    workers_progress,
 )
 from .parallel import (
     SCORE_WINDOW,
@@ -247,22 +247,9 @@ class _State:
         self.divergence = list(parent["divergence"])
         self.syncs = int(parent["syncs"])
 
-    def time_split(self) -> dict[str, float]:
-        """Seconds acting, learning and communicating, summed over the learners' last reports."""
-        return {"acting": sum(w["timing"]["acting"] for w in self.latest),
-                "learning": sum(w["timing"]["learning"] for w in self.latest),
-                "communication": sum(w["comm_s"] for w in self.latest)}
-
-    def totals(self) -> tuple[int, int]:
-        """Env steps and updates of all learners (their last reports)."""
-        return sum(w["env_steps"] for w in self.latest), sum(w["updates"] for w in self.latest)
-
     def progress(self) -> Progress:
         """The run's :class:`~dqnlab.schemes.base.Progress` (each learner's diagnostics from its last report)."""
-        env_steps, updates = self.totals()
-        learners = [w["diagnostics"] for w in self.latest]
-        return Progress(env_steps, updates, self.rows, self.time_split(),
-                        mean_diagnostics(learners, updates * self.batch_size, env_steps), learners)
+        return workers_progress(self.latest, self.rows, self.batch_size)
 
     def handle(self, kind: str, k: int, payload: Any, loop: RunLoop, group: TaskGroup, sync: str,
                temperature: float) -> None:
@@ -333,10 +320,11 @@ class _State:
             "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"], "score_recent": w["score"],
             "pid": None if group is None else group.pids.get(k),
         } for k, w in enumerate(self.latest)]
-        env_steps, updates = self.totals()
+        progress = self.progress()
         return RunResult(
             scheme="independent", config=config, workers=self.workers, episodes=episodes_frame(self.rows),
-            env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed, time_split=self.time_split(),
+            env_steps=progress.env_steps, updates=progress.updates, wall_time_s=loop.elapsed,
+            time_split=dict(progress.time_split),
             weights=weights, history=pd.DataFrame(loop.history), status=status or loop.status,
             options=dict(options),
             extra={"per_worker": per_worker, "divergence": list(self.divergence), "syncs": self.syncs,

@@ -58,7 +58,7 @@ from ..checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..replay import Minibatch
 from ..results import RunResult
-from .base import DIAGNOSTICS, Learner, Progress, RunLoop, episodes_frame, mean_diagnostics, worker_seeds
+from .base import DIAGNOSTICS, Learner, Progress, RunLoop, episodes_frame, worker_seeds, workers_progress
 from .parallel import (
     Channel,
     TaskGroup,
@@ -473,19 +473,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             off += n
         return out
 
-    def time_split() -> dict[str, float]:
-        return {"acting": sum(w["timing"]["acting"] for w in latest),
-                "learning": sum(w["timing"]["learning"] for w in latest),
-                "communication": sum(w["comm_s"] + w["lock_wait_s"] for w in latest)}
-
-    def totals() -> tuple[int, int]:
-        return sum(w["env_steps"] for w in latest), sum(w["updates"] for w in latest)
-
     def progress_report() -> Progress:
-        env_steps, updates = totals()
-        learners = [w["diagnostics"] for w in latest]
-        return Progress(env_steps, updates, rows, time_split(),
-                        mean_diagnostics(learners, updates * config.batch_size, env_steps), learners)
+        return workers_progress(latest, rows, config.batch_size)
 
     def result(status: str | None = None) -> RunResult:
         per_worker = [{"worker": k, "env_steps": w["env_steps"], "updates": w["updates"],
@@ -493,12 +482,13 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
                        "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"] + w["lock_wait_s"],
                        "lock_wait_s": w["lock_wait_s"], "pid": None if group is None else group.pids.get(k)}
                       for k, w in enumerate(latest)]
-        env_steps, updates = totals()
+        progress = progress_report()
+        env_steps, updates = progress.env_steps, progress.updates
         counter = final.get("counter", int(arrays["updates_total"][0]) if arrays.arrays else updates)
         syncs = final.get("target_syncs", int(arrays["target_syncs"][0]) if arrays.arrays else 0)
         return RunResult(
             scheme="shared", config=config, workers=workers, episodes=episodes_frame(rows),
-            env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed, time_split=time_split(),
+            env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed, time_split=dict(progress.time_split),
             weights=weights(), history=pd.DataFrame(loop.history), status=status or loop.status,
             options=dict(options),
             extra={"per_worker": per_worker, "lock": lock, "lock_wait_s": sum(w["lock_wait_s"] for w in latest),
