@@ -24,7 +24,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .agent import DQNAgent, QNetwork  # noqa: E402
 from .config import PRESETS, TrainConfig  # noqa: E402
-from .env import (  # noqa: E402
+from .game import (  # noqa: E402
     Game2048,
     VecGame2048,
     board_from_tiles,
@@ -40,7 +40,7 @@ from .env import (  # noqa: E402
 from .evaluation import EvalResult, RecordedGame, evaluate, play  # noqa: E402
 from .player import Player, load_player  # noqa: E402
 from .replay import Minibatch, ReplayBuffer  # noqa: E402
-from .results import RunResult  # noqa: E402
+from .runtime.results import RunResult  # noqa: E402
 from .schemes import SCHEMES, train  # noqa: E402
 
 register_env()

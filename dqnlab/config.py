@@ -64,7 +64,7 @@ class TrainConfig:
 
     # --- network ----------------------------------------------------------
     network: str = "mlp"
-    """Q-function family: ``"mlp"``, ``"cnn"`` or ``"ntuple"`` (see :mod:`dqnlab.networks`)."""
+    """Q-function family: ``"mlp"``, ``"cnn"`` or ``"ntuple"`` (see :mod:`dqnlab.agent.networks`)."""
     encoding: str = "onehot"
     """``mlp`` input: ``"onehot"`` (16 cells x 18 exponents) or ``"raw"`` (16 tile values)."""
     hidden: tuple[int, ...] = (256, 256)
@@ -72,7 +72,7 @@ class TrainConfig:
     channels: int = 64
     """``cnn``: channels of each 1x2 and 2x1 convolution."""
     ntuples: str | tuple[tuple[int, ...], ...] = "4x6"
-    """``ntuple``: the tuple set, a name in :data:`dqnlab.networks.NTUPLE_SETS` or tuples of cells 0-15."""
+    """``ntuple``: the tuple set, a name in :data:`dqnlab.agent.networks.NTUPLE_SETS` or tuples of cells 0-15."""
     optimizer: str = "adam"
     """``"adam"`` or ``"sgd"`` (plain SGD, which ``ntuple`` needs: its lookup tables get sparse gradients)."""
     lr: float = 1e-3
@@ -146,7 +146,7 @@ class TrainConfig:
         need(self.network in _NETWORKS, "network", f"one of {_NETWORKS}")
         need(self.encoding in _ENCODINGS, "encoding", f"one of {_ENCODINGS}")
         need(is_int(self.channels) and self.channels >= 1, "channels", "an integer >= 1")
-        from .networks import resolve_tuples  # checks names, lengths and cells
+        from .agent.networks import resolve_tuples  # checks names, lengths and cells
 
         try:
             tuples = resolve_tuples(self.ntuples)

@@ -10,11 +10,11 @@ from typing import Any, Union
 
 import numpy as np
 
-from .agent import DQNAgent
+from .agent.dqn import DQNAgent
 from .config import TrainConfig
-from .env import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, max_tile
+from .game.env import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, max_tile
 from .player import Player, load_player
-from .results import RunResult
+from .runtime.results import RunResult
 
 __all__ = ["evaluate", "EvalResult", "REFERENCE_POLICIES", "make_policy", "play", "RecordedGame"]
 

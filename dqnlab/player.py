@@ -13,10 +13,10 @@ from typing import Any, Union
 
 import numpy as np
 
-from .agent import DQNAgent
+from .agent.dqn import DQNAgent
 from .config import TrainConfig
-from .env import _check_boards, legal_actions_batch
-from .results import RunResult
+from .game.env import _check_boards, legal_actions_batch
+from .runtime.results import RunResult
 
 __all__ = ["Player", "load_player", "PlayerLike"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import FancyBboxPatch
 
-from dqnlab.env import ACTION_NAMES, _board_argument, board_to_tiles, legal_actions_batch
+from dqnlab.game.env import ACTION_NAMES, _board_argument, board_to_tiles, legal_actions_batch
 
 # Colours of the original game, indexed by exponent (0 = empty cell).
 _TILE_COLOURS = (
@@ -259,9 +259,9 @@ def plot_diagnostics(run, axes=None):
 
 
 # ----------------------------------------------------------------------------------------------
-# Figures of the notebooks and of ``python -m dqnlab reproduce`` (see :mod:`dqnlab.figures`).
+# Figures of the notebooks and of ``python -m dqnlab reproduce`` (see :mod:`dqnlab.experiments.figures`).
 
-#: Colours of the time split, in the order of :data:`dqnlab.results.TIME_SPLIT_KEYS`.
+#: Colours of the time split, in the order of :data:`dqnlab.runtime.results.TIME_SPLIT_KEYS`.
 TIME_SPLIT_COLOURS = {"acting": "#4c72b0", "learning": "#55a868", "communication": "#c44e52"}
 
 
@@ -382,7 +382,7 @@ def plot_greedy(curves, labels=None, ax=None, x: str = "wall_time_s"):
     ----------
     curves : list of pandas.DataFrame
         Columns ``wall_time_s``, ``env_steps``, ``score_mean`` and optionally ``score_sem``
-        (see :func:`dqnlab.figures.greedy_curve`).
+        (see :func:`dqnlab.experiments.figures.greedy_curve`).
     labels : list of str
     x : {"wall_time_s", "env_steps"}
     """

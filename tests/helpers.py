@@ -3,7 +3,7 @@
 import numpy as np
 
 from dqnlab import ReplayBuffer, VecGame2048
-from dqnlab.env import legal_actions_batch
+from dqnlab.game.env import legal_actions_batch
 
 
 def filled_buffer(n: int, seed: int = 0) -> ReplayBuffer:

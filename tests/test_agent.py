@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
-from dqnlab.agent import EMBEDDING_MIN_BATCH, transform_rewards
-from dqnlab.env import legal_actions_batch
+from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH, transform_rewards
+from dqnlab.game.env import legal_actions_batch
 from helpers import filled_buffer
 
 

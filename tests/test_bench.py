@@ -10,8 +10,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048, bench
-from dqnlab.agent import EMBEDDING_MIN_BATCH, _adam, _clip_grad_norm, _optimizer_step
+from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
+from dqnlab.bench import core as bench
+from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH, _adam, _clip_grad_norm, _optimizer_step
 from helpers import filled_buffer
 
 
@@ -234,7 +235,7 @@ def test_bench_peers_and_markdown_section(tmp_path):
 
 
 def test_cli_rejects_options_of_other_bench_commands(capsys):
-    from dqnlab.__main__ import main
+    from dqnlab.cli import main
 
     assert main(["bench", "env", "--write", "x.md"]) == 2
     assert "apply only to 'bench peers' and 'bench learner'" in capsys.readouterr().err
@@ -243,7 +244,7 @@ def test_cli_rejects_options_of_other_bench_commands(capsys):
 
 
 def test_update_flushes_denormals_only_while_it_runs_and_changes_no_weight(tiny_config):
-    import dqnlab.agent as agent_module
+    import dqnlab.agent.dqn as agent_module
     from dqnlab.schemes.base import Learner
 
     assert not agent_module._flushing_denormals()
@@ -295,7 +296,7 @@ def test_replay_ratio_check_of_parallel_rows():
 
 # ----------------------------------------------------------------------------- bench learning
 def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
-    from dqnlab.bench_learning import learning_curve, learning_figure, learning_markdown, time_to_player
+    from dqnlab.bench.learning import learning_curve, learning_figure, learning_markdown, time_to_player
 
     small = dict(ntuples="17x4", lr=0.01, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=256)
     rows = learning_curve("ntuple", "serial", 1, minutes=0.06, points=(0.5, 1.0), games=20, overrides=small,
@@ -312,7 +313,7 @@ def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
 
 
 def test_time_to_player_is_the_first_point_that_makes_one():
-    from dqnlab.bench_learning import time_to_player
+    from dqnlab.bench.learning import time_to_player
 
     base = {"preset": "p", "network": "ntuple", "scheme": "serial", "options": "", "workers": 1, "seed": 0}
     rows = [{**base, "minutes": m, "score_mean": s, "reach_2048": r}
@@ -331,7 +332,7 @@ def test_time_to_player_is_the_first_point_that_makes_one():
     (["bench", "env", "--minutes", "3"], "apply only to 'bench learning'"),
 ])
 def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
-    from dqnlab.__main__ import main
+    from dqnlab.cli import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -344,7 +345,7 @@ def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
     (dict(schemes=("shared",), workers=(1,)), "leave \\['shared'\\] with nothing to run"),
 ])
 def test_bench_learning_checks_everything_before_training(kw, match):
-    from dqnlab.bench_learning import bench_learning
+    from dqnlab.bench.learning import bench_learning
 
     with pytest.raises(ValueError, match=match):
         bench_learning(**{"minutes": 0.01, **kw})
@@ -359,7 +360,7 @@ def test_mlp_update_benchmarks_refuse_other_networks(preset):
 
 
 def test_a_configuration_that_diverges_is_reported_and_the_bench_goes_on():
-    from dqnlab.bench_learning import learning_curve, time_to_player
+    from dqnlab.bench.learning import learning_curve, time_to_player
 
     wild = dict(ntuples="17x4", lr=1e12, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=64)
     rows = learning_curve("ntuple", "serial", 1, minutes=0.05, points=(0.5, 1.0), games=10, overrides=wild)

@@ -21,8 +21,8 @@ import torch
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.__main__ import main
-from dqnlab.checkpoint import CHECKPOINT_FILE, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
+from dqnlab.cli import main
+from dqnlab.runtime.checkpoint import CHECKPOINT_FILE, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
 from dqnlab.schemes import SCHEMES, DivergedError, WorkerError
 
 GAME_COLUMNS = ["worker", "episode", "env_steps", "score", "moves", "max_tile", "epsilon", "loss"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dqnlab.__main__ import main
+from dqnlab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_train_writes_the_run_and_evaluate_reads_it(tmp_path, capsys):
 
 
 def test_minutes_budget_maps_to_seconds(tmp_path):
-    from dqnlab.__main__ import _config_from_args, _parser
+    from dqnlab.cli import _config_from_args, _parser
 
     args = _parser().parse_args(["train", "--minutes", "0.5", "--preset", "seed"])
     c = _config_from_args(args)
@@ -62,7 +62,7 @@ def test_bad_arguments_give_one_clear_line(args, needle):
 
 
 def test_bench_functions_report_rows():
-    from dqnlab.bench import bench_env, bench_update
+    from dqnlab.bench.core import bench_env, bench_update
 
     rows = bench_env(sizes=(1, 64), repeats=1, min_time=0.01)
     assert [r["boards"] for r in rows] == [1, 64, 1]
@@ -73,7 +73,7 @@ def test_bench_functions_report_rows():
 
 
 def test_bench_scaling_scores_each_run_on_the_same_games():
-    from dqnlab.bench import bench_scaling
+    from dqnlab.bench.core import bench_scaling
 
     (row,) = bench_scaling(["serial"], [1], seconds=0.5, eval_games=3)
     assert row["scheme"] == "serial" and row["env_steps"] > 0

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from dqnlab import TrainConfig
-from dqnlab.agent import epsilon_at
+from dqnlab.agent.dqn import epsilon_at
 
 ROOT = Path(__file__).resolve().parents[1]
 

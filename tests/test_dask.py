@@ -17,7 +17,7 @@ import pytest
 
 import dqnlab
 from dqnlab import TrainConfig
-from dqnlab.__main__ import main
+from dqnlab.cli import main
 from dqnlab.schemes import cluster
 
 distributed = pytest.importorskip("distributed")

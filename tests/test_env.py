@@ -1,4 +1,4 @@
-"""Tests of dqnlab.env: 2048 rules, spawning, the Gymnasium env and the vector env."""
+"""Tests of dqnlab.game.env: 2048 rules, spawning, the Gymnasium env and the vector env."""
 
 import functools
 import warnings
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dqnlab.env import (
+from dqnlab.game.env import (
     DOWN,
     LEFT,
     MAX_EXPONENT,
@@ -35,7 +35,7 @@ from dqnlab.env import (
     spawn,
     spawn_batch,
 )
-from dqnlab import env as env_module
+from dqnlab.game import env as env_module
 from dqnlab.plots import draw_board
 
 PROPERTY = settings(max_examples=200, deadline=None, database=None)

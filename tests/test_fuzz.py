@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from dqnlab import Game2048, ReplayBuffer, VecGame2048
-from dqnlab.env import (
+from dqnlab.game.env import (
     MAX_EXPONENT,
     board_to_tiles,
     is_game_over,

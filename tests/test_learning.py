@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.env import legal_actions_batch, move_batch
-from dqnlab.networks import NTUPLE_SETS, CNNetwork, NTupleNetwork, QNetwork, make_network
+from dqnlab.game.env import legal_actions_batch, move_batch
+from dqnlab.agent.networks import NTUPLE_SETS, CNNetwork, NTupleNetwork, QNetwork, make_network
 from dqnlab.replay import Minibatch
-from dqnlab.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS, transform_actions, transform_boards
+from dqnlab.game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS, transform_actions, transform_boards
 from helpers import filled_buffer
 
 boards_strategy = st.lists(st.integers(0, 11), min_size=16, max_size=16).map(
@@ -293,7 +293,7 @@ def test_each_network_family_beats_random_play_after_a_short_run(family, scheme)
 
 @pytest.mark.parametrize("outputs", [1, 4])
 def test_ntuple_backprop_and_sparse_sgd_step_equal_autograd_and_torch_sgd(outputs):
-    from dqnlab.agent import _optimizer_step
+    from dqnlab.agent.dqn import _optimizer_step
 
     torch.manual_seed(0)
     fast, slow = NTupleNetwork("17x4", outputs), NTupleNetwork("17x4", outputs)

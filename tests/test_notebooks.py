@@ -19,7 +19,7 @@ def test_the_series_is_there():
     names = [p.stem for p in NOTEBOOKS]
     for prefix in ("00_", "01_", "07_"):
         assert any(n.startswith(prefix) for n in names), names
-    from dqnlab.figures import NOTEBOOKS as FIGURES
+    from dqnlab.experiments.figures import NOTEBOOKS as FIGURES
 
     # every notebook ends with the figure `python -m dqnlab reproduce` regenerates
     assert set(FIGURES) == set(names)
@@ -85,7 +85,7 @@ def test_reproduce_smoke_writes_the_notebooks_figures(tmp_path):
 
 
 def test_reproduce_rejects_an_unknown_notebook(capsys):
-    from dqnlab.__main__ import main
+    from dqnlab.cli import main
 
     assert main(["reproduce", "--only", "99_nope"]) == 2
     assert "no notebook '99_nope'" in capsys.readouterr().err

@@ -25,9 +25,9 @@ from dqnlab import (
     play,
     train,
 )
-from dqnlab.__main__ import main
-from dqnlab.env import legal_actions_batch
-from dqnlab.networks import make_network
+from dqnlab.cli import main
+from dqnlab.game.env import legal_actions_batch
+from dqnlab.agent.networks import make_network
 from dqnlab.plots import animate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,7 +217,7 @@ def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
 
 
 def test_cli_play_keeps_a_long_game_to_the_frame_cap(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("dqnlab.__main__._GIF_MAX_FRAMES", 5)
+    monkeypatch.setattr("dqnlab.cli._GIF_MAX_FRAMES", 5)
     gif = tmp_path / "game.gif"
     assert main(["play", "corner", "--gif", str(gif), "--max-moves", "40", "--fps", "20"]) == 0
     with Image.open(gif) as im:

@@ -18,8 +18,8 @@ import torch
 
 import dqnlab
 from dqnlab import DQNAgent, RunResult, TrainConfig
-from dqnlab.__main__ import main
-from dqnlab.results import TIME_SPLIT_KEYS
+from dqnlab.cli import main
+from dqnlab.runtime.results import TIME_SPLIT_KEYS
 from dqnlab.schemes import SCHEMES, WorkerError
 from dqnlab.schemes.averaged import draw_minibatches
 from dqnlab.schemes import parallel
@@ -498,7 +498,7 @@ def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
 
 
 def test_bench_scaling_rows(monkeypatch):
-    from dqnlab.bench import bench_scaling
+    from dqnlab.bench.core import bench_scaling
 
     config = TrainConfig(n_envs=8, buffer_size=2_000, batch_size=32, learning_starts=200, hidden=(32,))
     rows = bench_scaling(["serial", "averaged"], [1, 2], seconds=0.8, config=config)

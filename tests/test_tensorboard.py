@@ -17,8 +17,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.__main__ import main
-from dqnlab.checkpoint import load_checkpoint, save_checkpoint
+from dqnlab.cli import main
+from dqnlab.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dqnlab.schemes.base import DIAGNOSTICS, episodes_frame
 from helpers import filled_buffer
 

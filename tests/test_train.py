@@ -7,7 +7,7 @@ import pytest
 
 import dqnlab
 from dqnlab import RunResult, TrainConfig, evaluate, train
-from dqnlab.results import EPISODE_COLUMNS
+from dqnlab.runtime.results import EPISODE_COLUMNS
 
 
 def test_serial_run_accounts_for_every_step_and_update(tiny_config):
@@ -138,7 +138,7 @@ def test_episode_table_has_its_dtypes_even_when_empty(tiny_config):
 
 
 def test_stored_next_masks_are_the_legal_moves_of_next_boards(tiny_config):
-    from dqnlab.env import legal_actions_batch
+    from dqnlab.game.env import legal_actions_batch
     from dqnlab.schemes.base import Learner
 
     learner = Learner(tiny_config.replace(max_moves=20))  # truncations as well as game overs

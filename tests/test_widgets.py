@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import dqnlab  # noqa: E402
-from dqnlab import widgets  # noqa: E402
-from dqnlab.figures import explore_config  # noqa: E402
+from dqnlab.ui import panels as widgets  # noqa: E402
+from dqnlab.experiments.figures import explore_config  # noqa: E402
 from dqnlab.plots import LiveFigure  # noqa: E402
 from dqnlab.schemes import serial  # noqa: E402
 

@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint import Checkpointer, check_checkpoint_every, prepare_resume
+from ..runtime.checkpoint import Checkpointer, check_checkpoint_every, prepare_resume
 from ..config import TrainConfig
-from ..results import RunResult
+from ..runtime.results import RunResult
 from . import actors, averaged, independent, serial, shared, sharded
 from .base import deferred_interrupt
 from .cluster import BACKENDS, CLUSTER_SCHEMES, backend_context
@@ -70,7 +70,7 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         ``history.csv``, ``weights.npz`` and ``model.pt`` are written there at the end of the run
         (budget spent, Stop, Ctrl-C; after a worker fault or a divergence the result
         files, keeping the last good checkpoint) and, all but ``model.pt``, every
-        ``checkpoint_every`` seconds (see :mod:`dqnlab.checkpoint`); TensorBoard event files go to its
+        ``checkpoint_every`` seconds (see :mod:`dqnlab.runtime.checkpoint`); TensorBoard event files go to its
         ``tb/`` during the run (see ``tensorboard``).
     checkpoint_every : float, optional
         Seconds of wall time between checkpoints (needs ``run_dir`` or ``resume``);
@@ -87,7 +87,7 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         With a run directory, write TensorBoard event files in ``RUN_DIR/tb/`` about
         once a second (default True; a resumed run continues them): score, max tile,
         TD loss, mean max-Q, epsilon, gradient norm, speed, replay ratio and time split,
-        against env steps (see :mod:`dqnlab.tensorboard` for the tags). Nothing without
+        against env steps (see :mod:`dqnlab.runtime.tensorboard` for the tags). Nothing without
         a run directory.
     **options
         Scheme-specific keyword arguments, documented on each scheme's ``run``.

@@ -85,12 +85,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..agent import DQNAgent, epsilon_at, transform_rewards
-from ..checkpoint import Checkpointer
+from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
+from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
-from ..env import VecGame2048, legal_actions_batch
+from ..game.env import VecGame2048, legal_actions_batch
 from ..replay import ReplayBuffer
-from ..results import RunResult
+from ..runtime.results import RunResult
 from .base import Progress, RunLoop, episodes_frame, mean_diagnostics, worker_seeds
 from .parallel import (
     Channel,

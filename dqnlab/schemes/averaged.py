@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config import TrainConfig
 from ..replay import Minibatch
-from ..results import RunResult
+from ..runtime.results import RunResult
 from .base import Learner
 from .parallel import run_rounds
 

@@ -24,12 +24,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..agent import DQNAgent, epsilon_at, transform_rewards
+from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
 from ..config import TrainConfig
-from ..env import VecGame2048, _legal_actions_unchecked, legal_actions_batch
+from ..game.env import VecGame2048, _legal_actions_unchecked, legal_actions_batch
 from ..replay import ReplayBuffer
-from ..results import EPISODE_COLUMNS, RunResult
-from ..tensorboard import TensorBoardLog
+from ..runtime.results import EPISODE_COLUMNS, RunResult
+from ..runtime.tensorboard import TensorBoardLog
 
 __all__ = ["Learner", "RunLoop", "Progress", "DIAGNOSTICS", "worker_seeds", "deferred_interrupt",
            "mean_diagnostics", "replay_ratio", "workers_progress"]
@@ -52,7 +52,7 @@ class Progress(NamedTuple):
     env_steps, updates : int
         Totals of the run so far (all workers).
     games : sequence of dict
-        The episode rows so far (:data:`dqnlab.results.EPISODE_COLUMNS`), oldest first; the
+        The episode rows so far (:data:`dqnlab.runtime.results.EPISODE_COLUMNS`), oldest first; the
         last :data:`RECENT_GAMES` give the mean score and the largest tile.
     time_split : mapping of str to float
         Seconds ``acting``, ``learning`` and in ``communication`` so far, summed over workers.
@@ -131,7 +131,7 @@ class Learner:
     env_steps : int
         Env steps taken (``n_envs`` per :meth:`act_step`).
     episodes : list of dict
-        One row per finished game (see :data:`dqnlab.results.EPISODE_COLUMNS`).
+        One row per finished game (see :data:`dqnlab.runtime.results.EPISODE_COLUMNS`).
     timing : dict
         Seconds spent ``acting`` (network forward, env step, replay append) and
         ``learning`` (sampling and updates).
@@ -160,7 +160,7 @@ class Learner:
 
     @property
     def epsilon(self) -> float:
-        """Current exploration rate (see :func:`dqnlab.agent.epsilon_at`)."""
+        """Current exploration rate (see :func:`dqnlab.agent.dqn.epsilon_at`)."""
         return epsilon_at(self.config, self.env_steps, self.agent.updates)
 
     @property
@@ -312,10 +312,10 @@ class RunLoop:
         Seconds between reports (and callback calls).
     snapshot : callable, optional
         ``snapshot() -> RunResult`` of what is gathered so far.
-    checkpointer : dqnlab.checkpoint.Checkpointer, optional
+    checkpointer : dqnlab.runtime.checkpoint.Checkpointer, optional
         The run directory. When it resumes a checkpoint, the loop continues its wall
         time, history and totals. With ``checkpointer.tensorboard``, the loop writes a
-        :class:`~dqnlab.tensorboard.TensorBoardLog` in its ``tb/`` at every report (a
+        :class:`~dqnlab.runtime.tensorboard.TensorBoardLog` in its ``tb/`` at every report (a
         resumed run continues its steps).
     state : callable, optional
         ``state() -> dict``: the scheme's checkpoint state, for schemes whose state

@@ -46,10 +46,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..agent import DQNAgent
-from ..checkpoint import Checkpointer
+from ..agent.dqn import DQNAgent
+from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
-from ..results import RunResult
+from ..runtime.results import RunResult
 from .base import (
     DIAGNOSTICS,
     Learner,

@@ -45,10 +45,10 @@ import joblib
 import numpy as np
 import torch
 
-from ..agent import DQNAgent
+from ..agent.dqn import DQNAgent
 from ..config import TrainConfig
 from ..replay import Minibatch
-from ..results import RunResult
+from ..runtime.results import RunResult
 from .base import Learner, Progress, RunLoop
 from .procwatch import DeathWatch, exit_from_pool_error
 
@@ -1043,7 +1043,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     their gradient norm is measured on the first update after each report only (an
     n-tuple table's sparse gradient makes it cost about as much as the step).
 
-    ``checkpoint`` (a :class:`~dqnlab.checkpoint.Checkpointer`): the parent's learner
+    ``checkpoint`` (a :class:`~dqnlab.runtime.checkpoint.Checkpointer`): the parent's learner
     and the round statistics are the whole state (workers keep none between rounds),
     so a resumed run continues exactly, with the same number of workers.
     """

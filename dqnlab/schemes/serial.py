@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint import Checkpointer
+from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
-from ..results import RunResult
+from ..runtime.results import RunResult
 from .base import Learner, RunLoop, episodes_frame
 from .parallel import DivergedError
 

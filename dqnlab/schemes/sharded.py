@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..replay import Minibatch
-from ..results import RunResult
+from ..runtime.results import RunResult
 from .base import Learner
 from .parallel import run_rounds
 

@@ -53,11 +53,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..agent import DQNAgent, epsilon_at
-from ..checkpoint import Checkpointer
+from ..agent.dqn import DQNAgent, epsilon_at
+from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..replay import Minibatch
-from ..results import RunResult
+from ..runtime.results import RunResult
 from .base import DIAGNOSTICS, Learner, Progress, RunLoop, episodes_frame, worker_seeds, workers_progress
 from .parallel import (
     Channel,

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import TrainConfig, family_preset
-from .results import RunResult
+from ..config import TrainConfig, family_preset
+from ..runtime.results import RunResult
 
 __all__ = [
     "SMOKE_ENV", "smoke_mode", "budget", "explore_config", "setup",
@@ -132,7 +132,7 @@ def greedy_curve(checkpoints: Sequence[tuple[float, int, int, dict[str, np.ndarr
     Every checkpoint plays the same ``games`` games (same tile spawns), so differences
     between checkpoints are not the luck of the spawns.
     """
-    from .evaluation import evaluate
+    from ..evaluation import evaluate
 
     rows = []
     for wall, steps, updates, weights in checkpoints:
@@ -173,7 +173,7 @@ def run_trial(scheme: str, config: TrainConfig, *, workers: int = 1, label: str 
     callback : callable, optional
         Also called with every snapshot (return True to stop).
     """
-    from . import train
+    from .. import train
 
     kept: list[tuple[float, int, int, dict[str, np.ndarray]]] = []
     every = (config.max_seconds / max(1, checkpoints)) if config.max_seconds else math.inf
@@ -212,10 +212,10 @@ def game_data(smoke: bool | None = None, seed: int = 0) -> dict[str, Any]:
     dict
         ``baselines``: {"random": EvalResult, "corner": EvalResult} of greedy play over
         ``games`` games (1,000; 100 in smoke mode); ``speed``: rows of
-        :func:`dqnlab.bench.bench_env`; ``games``.
+        :func:`dqnlab.bench.core.bench_env`; ``games``.
     """
-    from .bench import bench_env
-    from .evaluation import evaluate
+    from ..bench.core import bench_env
+    from ..evaluation import evaluate
 
     smoke = _smoke(smoke)
     games = budget(1_000, 100, smoke)
@@ -275,7 +275,7 @@ def user_play_moves(games: int = 200, seed: int = 0, max_moves: int = 1_000) -> 
     rewarded -25 and the game went on) and capped games at 1,000 moves; an agent that
     explores does about this. Returns the ``(games,)`` moves of each game.
     """
-    from .env import VecGame2048
+    from ..game.env import VecGame2048
 
     env = VecGame2048(games, seed=seed, max_moves=max_moves, invalid_move_reward=-25.0)
     rng = np.random.default_rng(seed)
@@ -303,14 +303,14 @@ def serial_data(smoke: bool | None = None, seconds: float | None = None, seed: i
     Returns
     -------
     dict
-        ``bench``: :func:`dqnlab.bench.bench_update` (Keras only outside smoke mode);
+        ``bench``: :func:`dqnlab.bench.core.bench_update` (Keras only outside smoke mode);
         ``random_moves``: moves per game of random play under the user's rules;
         ``seed_run``: a serial run of the ``seed`` preset (the user's hyperparameters,
         batched update); ``fast_run``: a serial run of :func:`explore_config`;
         ``projection``: a DataFrame of projected days for 10,000 episodes.
     """
-    from . import train
-    from .bench import bench_update
+    from .. import train
+    from ..bench.core import bench_update
 
     smoke = _smoke(smoke)
     bench = bench_update(repeats=budget(5, 1, smoke), min_time=budget(0.5, 0.05, smoke), seed=seed,
@@ -364,7 +364,7 @@ def _projection(data: dict[str, Any]) -> pd.DataFrame:
 def serial_figure(data: dict[str, Any]):
     """01: seconds per move of each update, projected days for 10,000 episodes, time split."""
     fig, axes = _new_figure(1, 3, figsize=(16, 4.2), width_ratios=[1, 1.4, 1])
-    from .plots import plot_bars, plot_time_split
+    from ..plots import plot_bars, plot_time_split
 
     names = {"legacy_keras": "loop, Keras", "legacy_torch": "loop, PyTorch", "batched": "batched"}
     rows = data["bench"]["rows"]
@@ -485,7 +485,7 @@ def independent_data(smoke: bool | None = None, workers: int = 2, seconds: float
 
 def independent_figure(data: dict[str, Any]):
     """02: per-learner curves without and with sharing, divergence, greedy score per schedule."""
-    from .plots import plot_bars, plot_divergence, plot_reward
+    from ..plots import plot_bars, plot_divergence, plot_reward
 
     trials = data["schedules"]
     fig, axes = _new_figure(2, 2, figsize=(14, 8))
@@ -577,7 +577,7 @@ def sharded_data(smoke: bool | None = None, workers: Sequence[int] | None = None
 
 def sharded_figure(data: dict[str, Any]):
     """04: compute vs communication per (batch, workers); round time and updates/s vs batch."""
-    from .plots import plot_time_split
+    from ..plots import plot_time_split
 
     trials = data["trials"]
     fig, axes = _new_figure(1, 3, figsize=(17, 4.4), width_ratios=[1.6, 1, 1])
@@ -620,7 +620,7 @@ def averaged_data(smoke: bool | None = None, workers: Sequence[int] | None = Non
 
 def averaged_figure(data: dict[str, Any]):
     """05: updates/s vs effective batch; greedy score vs env steps (sample efficiency) and vs wall time."""
-    from .plots import plot_greedy
+    from ..plots import plot_greedy
 
     trials = data["trials"]
     fig, axes = _new_figure(1, 3, figsize=(17, 4.4))
@@ -679,7 +679,7 @@ def actors_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
 
 def actors_figure(data: dict[str, Any]):
     """06: throughput as actors grow; achieved replay ratio and parameter lag per floor; greedy score."""
-    from .plots import plot_greedy
+    from ..plots import plot_greedy
 
     wt, rt = data["workers_trials"], data["ratio_trials"]
     fig, axes = _new_figure(1, 4, figsize=(20, 4.4))
@@ -776,7 +776,7 @@ def compare_data(smoke: bool | None = None, workers: int = 2, seconds: float | N
         for schemes that could not run with these settings; ``workers``; ``seconds``;
         ``cores`` (CPU cores of this machine).
     """
-    from .schemes import SCHEMES
+    from ..schemes import SCHEMES
 
     smoke = _smoke(smoke)
     seconds = budget(120.0, 2.0, smoke) if seconds is None else seconds
@@ -797,7 +797,7 @@ def compare_data(smoke: bool | None = None, workers: int = 2, seconds: float | N
 
 def compare_figure(data: dict[str, Any]):
     """07: speed, time split and greedy score of every scheme on the same budget."""
-    from .plots import plot_bars, plot_greedy, plot_scores, plot_time_split
+    from ..plots import plot_bars, plot_greedy, plot_scores, plot_time_split
 
     trials = data["trials"]
     labels = [t.label for t in trials]
@@ -934,14 +934,14 @@ def learning_data(smoke: bool | None = None, minutes: float | None = None, games
     and without afterstates) and of ``ntuple`` on the ``shared`` scheme with 2 workers
     (lock-free, as Jaskowski 2018 trains n-tuple networks).
 
-    A small :func:`dqnlab.bench_learning.bench_learning`: each run stops at several points
+    A small :func:`dqnlab.bench.learning.bench_learning`: each run stops at several points
     of its budget (``minutes``, default 3; 0.05 in smoke mode, with the smoke settings of
     :func:`learning_config`, and without ``cnn`` and the plain ``mlp``) and plays ``games``
     greedy games there (default 1,000; 32).
     Returns its result dict (``rows``, ``time_to_player``, ``machine``, ...).
     """
-    from .bench import machine_info
-    from .bench_learning import POINTS, learning_curve, time_to_player
+    from ..bench.core import machine_info
+    from ..bench.learning import POINTS, learning_curve, time_to_player
 
     smoke = _smoke(smoke)
     minutes = budget(3.0, 0.05, smoke) if minutes is None else minutes
@@ -965,7 +965,7 @@ def learning_data(smoke: bool | None = None, minutes: float | None = None, games
 def learning_figure(data: dict[str, Any]):
     """08: greedy mean score and the share of games reaching 1024, 2048 and 4096 against
     minutes of training, one line per network family (and ``ntuple`` on 2 workers)."""
-    from .bench_learning import learning_figure as draw
+    from ..bench.learning import learning_figure as draw
 
     _, axes = _new_figure(1, 4, figsize=(15, 3.8))
     return draw(data, axes)
@@ -1025,7 +1025,7 @@ def reproduce(out: str | os.PathLike = "figures", smoke: bool | None = None, nam
     """
     import matplotlib.pyplot as plt
 
-    from .schemes import SCHEMES
+    from ..schemes import SCHEMES
 
     smoke = _smoke(smoke)
     names = list(NOTEBOOKS) if names is None else list(names)

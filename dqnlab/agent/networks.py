@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS
+from ..game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS
 
 __all__ = ["QNetwork", "CNNetwork", "NTupleNetwork", "NTUPLE_SETS", "NETWORKS", "make_network",
            "N_EXPONENTS", "EMBEDDING_MIN_BATCH"]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .config import TrainConfig
+from ..config import TrainConfig
 
 __all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION", "MODEL_FILE"]
 
@@ -136,7 +136,7 @@ class RunResult:
 
     def plot(self, window: int = 50):
         """Reward vs wall time and vs env steps, and speed over time (matplotlib Figure)."""
-        from .plots import plot_run
+        from ..plots import plot_run
 
         return plot_run(self, window=window)
 
@@ -147,7 +147,7 @@ class RunResult:
         ``model.pt`` holds the weights as a PyTorch ``state_dict`` of the network, for
         code outside dqnlab::
 
-            net = dqnlab.networks.make_network(run.config, 1 if run.config.afterstate else 4)
+            net = dqnlab.agent.networks.make_network(run.config, 1 if run.config.afterstate else 4)
             net.load_state_dict(torch.load("runs/x/model.pt", weights_only=True))
 
         (``dqnlab.load_player("runs/x")`` gives a player in one line, from ``weights.npz``). It is written once

@@ -1,6 +1,6 @@
 """Control panels for the notebooks: one call builds a panel that trains a scheme live.
 
->>> panel = dqnlab.widgets.control_panel("independent")   # doctest: +SKIP
+>>> panel = dqnlab.ui.panels.control_panel("independent")   # doctest: +SKIP
 >>> panel                                                  # doctest: +SKIP
 
 The panel shows a slider for the worker count, a dropdown for the batch size, a
@@ -51,10 +51,10 @@ from typing import Any
 
 import ipywidgets as W
 
-from .config import TrainConfig
-from .figures import SMOKE_ENV, budget, explore_config, setup, smoke_mode
-from .plots import LiveFigure
-from .results import RunResult
+from ..config import TrainConfig
+from ..experiments.figures import SMOKE_ENV, budget, explore_config, setup, smoke_mode
+from ..plots import LiveFigure
+from ..runtime.results import RunResult
 
 __all__ = ["control_panel", "learning_panel", "ControlPanel", "scheme_panel", "SchemePanel", "scheme_options",
            "smoke_mode", "budget", "setup", "SMOKE_ENV"]
@@ -120,7 +120,7 @@ def scheme_options(scheme: str) -> dict[str, dict[str, Any]]:
     ValueError
         For an unknown scheme.
     """
-    from .schemes import SCHEMES
+    from ..schemes import SCHEMES
 
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
@@ -371,7 +371,7 @@ class ControlPanel:
     def _config(self, s: dict[str, Any]) -> TrainConfig:
         base = self.config
         if self._network_controls:
-            from .figures import learning_config
+            from ..experiments.figures import learning_config
 
             base = learning_config(s["network"], s["afterstate"], s["augment_symmetry"])
         return base.replace(batch_size=s["batch_size"], seed=s["seed"], max_seconds=s["budget_s"],
@@ -476,7 +476,7 @@ class ControlPanel:
         return True
 
     def _work(self, config: TrainConfig, workers: int, options: dict[str, Any]) -> None:
-        from . import train
+        from .. import train
 
         result: RunResult | None = None
         try:
@@ -605,7 +605,7 @@ def _recent(run: RunResult, n: int = 20) -> str:
 
 def _first_line(scheme: str) -> str:
     """First sentence of the scheme module's docstring (what the scheme is)."""
-    from .schemes import SCHEMES
+    from ..schemes import SCHEMES
 
     mod = inspect.getmodule(SCHEMES[scheme])
     doc = (inspect.getdoc(mod) if mod is not None else "") or ""
@@ -623,7 +623,7 @@ def control_panel(scheme: str, config: TrainConfig | None = None, *, workers: in
     scheme : str
         One of :data:`dqnlab.SCHEMES`.
     config : TrainConfig, optional
-        Base configuration (default :func:`dqnlab.figures.explore_config`, which is tiny
+        Base configuration (default :func:`dqnlab.experiments.figures.explore_config`, which is tiny
         in smoke mode).
     workers, batch_size, budget_s, seed
         Initial values of the controls (budget in seconds of wall time; default the
@@ -648,7 +648,7 @@ def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: 
                    budget_s: float | None = None, seed: int = 0, **options: Any) -> ControlPanel:
     """The panel of notebook 08: a :func:`control_panel` with a row for the Q-function
     (``network``: mlp, cnn or ntuple; afterstates; symmetry augmentation). Each run
-    trains :func:`dqnlab.figures.learning_config` of those choices (the family's preset,
+    trains :func:`dqnlab.experiments.figures.learning_config` of those choices (the family's preset,
     tiny in smoke mode) with the panel's batch size, seed and budget.
 
     ``scheme`` defaults to ``shared``, with ``lock=False`` (Hogwild: how Jaskowski 2018
@@ -659,7 +659,7 @@ def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: 
     ValueError
         For an unknown scheme or network, or an option the scheme does not take.
     """
-    from .figures import learning_config
+    from ..experiments.figures import learning_config
 
     if scheme == "shared":
         options.setdefault("lock", False)
@@ -686,7 +686,7 @@ class SchemePanel:
     """
 
     def __init__(self, schemes: list[str] | None = None, config: TrainConfig | None = None, **panel_kwargs: Any):
-        from .schemes import SCHEMES
+        from ..schemes import SCHEMES
 
         names = list(schemes) if schemes is not None else sorted(SCHEMES, key=lambda s: (s != "serial", s))
         unknown = sorted(set(names) - set(SCHEMES))
@@ -743,7 +743,7 @@ class SchemePanel:
                 return
             from matplotlib.figure import Figure
 
-            from .plots import plot_bars, plot_time_split
+            from ..plots import plot_bars, plot_time_split
 
             labels = [f"{r.scheme} x{r.workers}" for r in runs]
             fig = Figure(figsize=(13, 3.4), dpi=80, layout="constrained")

@@ -23,11 +23,11 @@ import torch
 from torch.nn import functional as F
 from torch.optim import optimizer as _optim_module
 
-from .config import TrainConfig
-from .env import _move_batch_unchecked
+from ..config import TrainConfig
+from ..game.env import _move_batch_unchecked
 from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
-from .replay import Minibatch
-from .symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
+from ..replay import Minibatch
+from ..game.symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
 
 __all__ = ["QNetwork", "DQNAgent", "epsilon_at", "transform_rewards", "afterstates", "N_EXPONENTS",
            "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]
@@ -235,7 +235,7 @@ class DQNAgent:
     updates : int
         Updates done so far.
     online, target : torch.nn.Module
-        Networks from :func:`dqnlab.networks.make_network`: 4 outputs (Q-values), or 1
+        Networks from :func:`dqnlab.agent.networks.make_network`: 4 outputs (Q-values), or 1
         (an afterstate value) with ``config.afterstate``. With ``target_update == 1`` the
         target is synced after every update, which is the online network itself, so
         ``target is online`` (no copy: an n-tuple table is hundreds of MB).
@@ -336,7 +336,7 @@ class DQNAgent:
         (``config.augment_symmetry``; else the batch itself).
 
         Boards and next boards are transformed alike, the action and the legal-move
-        mask of the next board are permuted to match (:mod:`dqnlab.symmetry`), rewards
+        mask of the next board are permuted to match (:mod:`dqnlab.game.symmetry`), rewards
         and game-over flags are unchanged: the transformed transition is one the game
         could have produced, with the same probability.
         """
@@ -426,8 +426,8 @@ class DQNAgent:
         """Set the online net's gradients to those of the TD loss on ``batch``; return the loss.
 
         The loss is :meth:`loss` (Huber or MSE between the trained output and
-        :meth:`td_targets`). For :class:`~dqnlab.networks.QNetwork` and
-        :class:`~dqnlab.networks.NTupleNetwork` the gradients are computed by their
+        :meth:`td_targets`). For :class:`~dqnlab.agent.networks.QNetwork` and
+        :class:`~dqnlab.agent.networks.NTupleNetwork` the gradients are computed by their
         written-out ``backprop`` instead of autograd, which is faster at these sizes
         (``python -m dqnlab bench learner``) and equal to ``loss.backward()`` up to float32
         rounding (an n-tuple network's gradient is sparse); the CNN uses autograd. Each

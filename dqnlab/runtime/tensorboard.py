@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .schemes.base import Progress
+    from ..schemes.base import Progress
 
 __all__ = ["TensorBoardLog", "DIAGNOSTIC_TAGS", "FLUSH_S"]
 

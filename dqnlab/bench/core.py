@@ -21,11 +21,11 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from .agent import N_EXPONENTS, DQNAgent, transform_rewards
-from .config import TrainConfig
-from .env import Game2048, VecGame2048, _legal_actions_unchecked, move_batch
-from .replay import Minibatch, ReplayBuffer
-from .schemes.parallel import torch_threads_set
+from ..agent.dqn import N_EXPONENTS, DQNAgent, transform_rewards
+from ..config import TrainConfig
+from ..game.env import Game2048, VecGame2048, _legal_actions_unchecked, move_batch
+from ..replay import Minibatch, ReplayBuffer
+from ..schemes.parallel import torch_threads_set
 
 __all__ = ["bench_env", "bench_update", "bench_scaling", "bench_acting", "median_time",
            "bench_game", "bench_peers", "compare_sb3", "scheme_rate", "sb3_dqn_settings", "sb3_env",
@@ -274,9 +274,9 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     """
     import torch
 
-    from .evaluation import evaluate
-    from .figures import warm_up
-    from .schemes import SCHEMES, train
+    from ..evaluation import evaluate
+    from ..experiments.figures import warm_up
+    from ..schemes import SCHEMES, train
 
     schemes, workers = list(schemes), list(workers)
     for name in schemes:
@@ -356,7 +356,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
     ValueError
         If ``n_envs`` is empty or holds a value < 1.
     """
-    from .schemes.base import Learner
+    from ..schemes.base import Learner
 
     n_envs = list(n_envs)
     if not n_envs or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in n_envs):
@@ -523,7 +523,7 @@ _G2048_NOTE = (
 
 def _check_g2048_scores(env: Any, moves: int, seed: int) -> tuple[int, int]:
     """Play ``moves`` random moves in a gymnasium-2048 env; count rewards equal to :func:`dqnlab.move`'s."""
-    from .env import move
+    from ..game.env import move
 
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
@@ -731,7 +731,7 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
     import stable_baselines3
     from stable_baselines3 import DQN
 
-    from .schemes.base import Learner
+    from ..schemes.base import Learner
 
     setting = PEER_SETTINGS.get(preset, {"warmup": 1_000, "overrides": {}})
     warmup = setting["warmup"] if warmup is None else warmup
@@ -803,8 +803,8 @@ def scheme_rate(scheme: str, preset: str = "seed", workers: int = 2, seconds: fl
         ``updates_per_1000_steps``, ``window`` (``"after warm-up"``, or ``"whole run"``
         when fewer than two progress rows came after the warm-up), ``status``.
     """
-    from .figures import warm_up
-    from .schemes import train
+    from ..experiments.figures import warm_up
+    from ..schemes import train
 
     setting = PEER_SETTINGS.get(preset, {"warmup": 1_000, "overrides": {}})
     warmup = setting["warmup"] if warmup is None else warmup
@@ -864,7 +864,7 @@ def bench_peers(presets: Sequence[str] = ("seed", "mlp"), seconds: float = 20.0,
         message in ``window``), or ``sb3`` = None with ``sb3_missing`` if Stable-Baselines3
         is not installed.
     """
-    from .schemes import SCHEMES
+    from ..schemes import SCHEMES
 
     out: dict[str, Any] = {"machine": machine_info(), "threads": threads}
     with torch_threads_set(threads):
@@ -1008,7 +1008,7 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
     import torch
     from torch.nn import functional as F
 
-    from .agent import _adam, _clip_grad_norm, _optimizer_step
+    from ..agent.dqn import _adam, _clip_grad_norm, _optimizer_step
 
     c = agent.config
     n = len(batch.actions)
@@ -1071,7 +1071,7 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
         pairs.append((f"network forward, {rows} board(s), no grad", before, after))
     if c.encoding == "onehot":
         first = agent.online.mlp[0]
-        from .networks import _OneHotLinear, _one_hot_columns
+        from ..agent.networks import _OneHotLinear, _one_hot_columns
 
         for rows in sorted({32, n}):
             b = torch.from_numpy(np.ascontiguousarray(np.resize(batch.boards, (rows, 4, 4))))
@@ -1102,8 +1102,8 @@ def _denormal_part(config: TrainConfig, env_steps: int, rounds: int, min_time: f
     ``env_steps`` env steps (denormal Adam moments build up only in training)."""
     import copy
 
-    from . import agent as agent_module
-    from .schemes.base import Learner
+    from ..agent import dqn as agent_module
+    from ..schemes.base import Learner
 
     learner = Learner(config.replace(seed=seed, total_env_steps=10 ** 9))
     learner.run(env_steps)
@@ -1332,7 +1332,7 @@ def learner_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench
            f"Limit: a {res['matmul_n']}x{res['matmul_n']} float32 matrix product (`torch.mm`) on the same threads, "
            f"timed in the same rounds as the updates: **{res['matmul_gflops']:,.0f} GFLOP/s** (median over the "
            f"tables). Times are {res.get('clock', 'wall-clock time')}, medians of alternating turns. One "
-           "update's work is counted by `dqnlab.bench.update_flops`: forward on s, target forward on s', online "
+           "update's work is counted by `dqnlab.bench.core.update_flops`: forward on s, target forward on s', online "
            "forward on s' for Double DQN, backward, Adam at 12 and clipping at 3 operations per parameter; the "
            "one-hot first layer is counted as the dense product it equals, so GFLOP/s of rows that compute it as "
            "an embedding sum are effective figures.", ""]

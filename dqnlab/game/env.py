@@ -958,7 +958,7 @@ class Game2048(gymnasium.Env):
 def register_env() -> None:
     """Register ``Game2048`` with Gymnasium as ``"dqnlab/Game2048-v0"`` (idempotent)."""
     if _ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=_ENV_ID, entry_point="dqnlab.env:Game2048")
+        gymnasium.register(id=_ENV_ID, entry_point="dqnlab.game.env:Game2048")
 
 
 # --------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import TrainConfig
+from ..config import TrainConfig
 from .results import atomic_write
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
@@ -239,7 +239,7 @@ class Checkpointer:
         The checkpoint this run continues (:func:`load_checkpoint` output).
     tensorboard : bool
         Whether the run loop also writes TensorBoard event files in the directory's
-        ``tb/`` (:class:`~dqnlab.tensorboard.TensorBoardLog`); default True.
+        ``tb/`` (:class:`~dqnlab.runtime.tensorboard.TensorBoardLog`); default True.
 
     Attributes
     ----------
@@ -311,7 +311,7 @@ class Checkpointer:
 
 def _version() -> str:
     try:
-        from . import __version__
+        from .. import __version__
 
         return __version__
     except ImportError:  # pragma: no cover - during package import

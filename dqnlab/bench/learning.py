@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import TrainConfig
-from .evaluation import evaluate
+from ..config import TrainConfig
+from ..evaluation import evaluate
 
 __all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure"]
 
@@ -80,7 +80,7 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     ValueError
         For a bad preset, budget or points (and whatever :func:`dqnlab.train` rejects).
     """
-    from .schemes import WorkerError, train
+    from ..schemes import WorkerError, train
 
     if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0):
         raise ValueError(f"minutes must be a number > 0, got {minutes!r}")
@@ -169,7 +169,7 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     Returns
     -------
     dict
-        ``machine`` (:func:`dqnlab.bench.machine_info` at the start), ``minutes``,
+        ``machine`` (:func:`dqnlab.bench.core.machine_info` at the start), ``minutes``,
         ``games``, ``rows`` (:func:`learning_curve` rows of every configuration) and
         ``time_to_player`` (:func:`time_to_player` of them).
 
@@ -179,9 +179,9 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
         Before anything trains: for no or unknown presets or schemes, a parallel scheme
         left without a worker count above 1, or no seeds.
     """
-    from .bench import machine_info
-    from .config import PRESETS
-    from .schemes import SCHEMES
+    from .core import machine_info
+    from ..config import PRESETS
+    from ..schemes import SCHEMES
 
     unknown = [p for p in presets if p not in PRESETS] + [s for s in schemes if s not in SCHEMES]
     if not presets or not schemes or not seeds or unknown:
@@ -207,7 +207,7 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
 def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench learning",
                       figure: str | None = None) -> str:
     """The result of :func:`bench_learning` as markdown: time to a player, then every curve point."""
-    from .bench import _md_machine, _md_table
+    from .core import _md_machine, _md_table
 
     def minutes(v: Any) -> str:
         return f"{v:.1f}" if v is not None else f"> {budget:g}"

@@ -1,0 +1,1 @@
+"""Benchmarks: commands that measure speed and learning and print (or write) figures."""

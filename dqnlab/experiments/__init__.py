@@ -1,0 +1,1 @@
+"""The notebooks' experiments: trials, their data and figures, and ``reproduce``."""

@@ -1,0 +1,1 @@
+"""The notebooks' control panels (ipywidgets)."""
