@@ -12,7 +12,7 @@ import numpy as np
 
 from .agent.dqn import DQNAgent
 from .config import TrainConfig
-from .game.env import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, max_tile
+from .game import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, max_tile
 from .player import Player, load_player
 from .runtime.results import RunResult
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from .agent.dqn import DQNAgent
 from .config import TrainConfig
-from .game.env import _check_boards, legal_actions_batch
+from .game import legal_actions_batch
+from .game.rules import check_boards
 from .runtime.results import RunResult
 
 __all__ = ["Player", "load_player", "PlayerLike"]
@@ -103,7 +104,7 @@ class Player:
         ValueError
             If ``boards`` is not ``(N, 4, 4)`` exponents.
         """
-        boards = _check_boards(boards, "boards", 3)
+        boards = check_boards(boards, "boards", 3)
         return self.greedy(boards, legal_actions_batch(boards))[1]
 
     def act(self, boards) -> np.ndarray:
@@ -125,7 +126,7 @@ class Player:
         ValueError
             If ``boards`` is not ``(N, 4, 4)`` exponents.
         """
-        boards = _check_boards(boards, "boards", 3)
+        boards = check_boards(boards, "boards", 3)
         return self.greedy(boards, legal_actions_batch(boards))[0]
 
     def predict(self, observation, state: Any = None, episode_start: Any = None,
@@ -175,7 +176,7 @@ def _boards_of(observation) -> tuple[np.ndarray, bool]:
     obs = np.asarray(observation)
     if obs.ndim in (2, 3) and obs.shape[-2:] == (4, 4):
         single = obs.ndim == 2
-        return _check_boards(obs[None] if single else obs, "observation", 3), single
+        return check_boards(obs[None] if single else obs, "observation", 3), single
     if obs.ndim in (3, 4) and obs.shape[-3:-1] == (4, 4) and 2 <= obs.shape[-1] <= 18:
         single = obs.ndim == 3
         one_hot = obs[None] if single else obs

@@ -6,7 +6,7 @@ import torch
 
 from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
 from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH, transform_rewards
-from dqnlab.game.env import legal_actions_batch
+from dqnlab.game import legal_actions_batch
 from helpers import filled_buffer
 
 

@@ -26,7 +26,7 @@ from dqnlab import (
     train,
 )
 from dqnlab.cli import main
-from dqnlab.game.env import legal_actions_batch
+from dqnlab.game import legal_actions_batch
 from dqnlab.agent.networks import make_network
 from dqnlab.plots import animate
 

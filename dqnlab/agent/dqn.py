@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from torch.optim import optimizer as _optim_module
 
 from ..config import TrainConfig
-from ..game.env import _move_batch_unchecked
+from ..game.rules import move_batch_unchecked
 from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
 from ..replay import Minibatch
 from ..game.symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
@@ -216,7 +216,7 @@ def afterstates(config: TrainConfig, boards: np.ndarray) -> tuple[np.ndarray, np
         Whether each move changes the board.
     """
     n = len(boards)
-    after, points, legal = _move_batch_unchecked(np.repeat(boards, 4, axis=0), np.tile(_ALL_ACTIONS, n))
+    after, points, legal = move_batch_unchecked(np.repeat(boards, 4, axis=0), np.tile(_ALL_ACTIONS, n))
     return after.reshape(n, 4, 4, 4), transform_rewards(config, points).reshape(n, 4), legal.reshape(n, 4)
 
 
@@ -400,7 +400,7 @@ class DQNAgent:
         """What the update trains: ``(B, 4, 4)`` uint8 boards and ``(B, 1)`` int64 output
         columns -- ``s`` and ``a`` for Q-values, ``afterstate(s, a)`` and column 0 for V."""
         if self.config.afterstate:
-            after, _, _ = _move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
+            after, _, _ = move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
             return torch.from_numpy(after), torch.zeros((len(after), 1), dtype=torch.int64)
         boards, actions = (torch.from_numpy(np.ascontiguousarray(x)) for x in batch[:2])
         return boards, actions.long()[:, None]

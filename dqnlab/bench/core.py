@@ -23,7 +23,8 @@ import numpy as np
 
 from ..agent.dqn import N_EXPONENTS, DQNAgent, transform_rewards
 from ..config import TrainConfig
-from ..game.env import Game2048, VecGame2048, _legal_actions_unchecked, move_batch
+from ..game import Game2048, VecGame2048, move_batch
+from ..game.rules import legal_actions_unchecked
 from ..replay import Minibatch, ReplayBuffer
 from ..schemes.parallel import torch_threads_set
 
@@ -68,7 +69,7 @@ def _played_boards(n: int, seed: int, moves: int = 60) -> np.ndarray:
     rng = np.random.default_rng(seed)
     boards = env.boards
     for _ in range(moves):
-        masks = _legal_actions_unchecked(boards)
+        masks = legal_actions_unchecked(boards)
         boards = env.step(np.where(masks, rng.random(masks.shape), -1).argmax(1)).boards
     return boards
 
@@ -115,7 +116,7 @@ def _seed_minibatch(config: TrainConfig, seed: int) -> tuple[DQNAgent, ReplayBuf
         actions = rng.integers(0, 4, 64)
         out = env.step(actions)
         buffer.add_batch(boards, actions, out.rewards, out.next_boards, out.terminated,
-                         _legal_actions_unchecked(out.next_boards))
+                         legal_actions_unchecked(out.next_boards))
         boards = out.boards
     return agent, buffer
 
@@ -523,7 +524,7 @@ _G2048_NOTE = (
 
 def _check_g2048_scores(env: Any, moves: int, seed: int) -> tuple[int, int]:
     """Play ``moves`` random moves in a gymnasium-2048 env; count rewards equal to :func:`dqnlab.move`'s."""
-    from ..game.env import move
+    from ..game import move
 
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)

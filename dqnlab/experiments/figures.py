@@ -275,7 +275,7 @@ def user_play_moves(games: int = 200, seed: int = 0, max_moves: int = 1_000) -> 
     rewarded -25 and the game went on) and capped games at 1,000 moves; an agent that
     explores does about this. Returns the ``(games,)`` moves of each game.
     """
-    from ..game.env import VecGame2048
+    from ..game import VecGame2048
 
     env = VecGame2048(games, seed=seed, max_moves=max_moves, invalid_move_reward=-25.0)
     rng = np.random.default_rng(seed)

@@ -88,7 +88,7 @@ import torch
 from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
 from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
-from ..game.env import VecGame2048, legal_actions_batch
+from ..game import VecGame2048, legal_actions_batch
 from ..replay import ReplayBuffer
 from ..runtime.results import RunResult
 from .base import Progress, RunLoop, episodes_frame, mean_diagnostics, worker_seeds

@@ -26,7 +26,8 @@ from tqdm.auto import tqdm
 
 from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
 from ..config import TrainConfig
-from ..game.env import VecGame2048, _legal_actions_unchecked, legal_actions_batch
+from ..game import VecGame2048, legal_actions_batch
+from ..game.rules import legal_actions_unchecked
 from ..replay import ReplayBuffer
 from ..runtime.results import EPISODE_COLUMNS, RunResult
 from ..runtime.tensorboard import TensorBoardLog
@@ -179,7 +180,7 @@ class Learner:
         # out.boards == out.next_boards except where a finished game was reset: reuse its masks
         next_masks = out.action_masks.copy()
         if done.any():
-            next_masks[done] = _legal_actions_unchecked(out.next_boards[done])
+            next_masks[done] = legal_actions_unchecked(out.next_boards[done])
         self.buffer.add_batch(self.boards, actions, transform_rewards(self.config, out.rewards),
                               out.next_boards, out.terminated, next_masks)
         self.boards, self.masks = out.boards, out.action_masks
