@@ -36,6 +36,18 @@ def machine_info() -> dict[str, Any]:
 
 
 def md_table(rows: list[dict[str, Any]], columns: dict[str, str], formats: dict[str, str] | None = None) -> str:
+    """A markdown table of ``rows``.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One dict per table row; a missing key reads as None.
+    columns : dict
+        Row key -> column title, in the order of the columns.
+    formats : dict, optional
+        Row key -> ``str.format`` pattern for its cells (default ``str``, with ``|`` escaped).
+        None and NaN print as "—", booleans as "yes" / "**no**".
+    """
     formats = formats or {}
 
     def cell(key: str, value: Any) -> str:
@@ -53,6 +65,8 @@ def md_table(rows: list[dict[str, Any]], columns: dict[str, str], formats: dict[
 
 
 def md_machine(m: dict[str, Any], threads: int | None, command: str) -> str:
+    """The sentence that says where and how a section was measured: the machine ``m``
+    (:func:`machine_info`), PyTorch's ``threads`` (None: its default) and the ``command``."""
     load = ", ".join(map(str, m["load_average_1_5_15min"] or [])) or "unknown"
     return (f"Measured {m['date_utc']} on {m['cpu']}, {m['logical_cores']} logical cores "
             f"(load average {load} at the start: other work was running), PyTorch {m['torch']} with "

@@ -74,7 +74,16 @@ def warm_up(workers: int) -> float:
     session pays for starting Python and importing PyTorch in ``workers`` new
     processes and importing dqnlab there (seconds on a small machine). Warming up first keeps that one-off cost
     out of every run's wall-clock budget, so that runs compare on their steady state.
-    Returns the seconds it took.
+
+    Parameters
+    ----------
+    workers : int
+        Size of the pool to start (nothing is started for 1 or fewer).
+
+    Returns
+    -------
+    float
+        The seconds it took (wall clock).
     """
     import joblib
 

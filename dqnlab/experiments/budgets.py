@@ -27,6 +27,7 @@ def smoke_mode() -> bool:
 
 
 def resolve_smoke(smoke: bool | None) -> bool:
+    """``smoke`` as a bool: None reads :func:`smoke_mode` (the environment)."""
     return smoke_mode() if smoke is None else bool(smoke)
 
 

@@ -155,6 +155,7 @@ def rolling_window(run: RunResult) -> int:
 
 
 def new_figure(*args: Any, **kwargs: Any):
+    """``matplotlib.pyplot.subplots(*args, **kwargs)`` with the constrained layout: ``(figure, axes)``."""
     import matplotlib.pyplot as plt
 
     return plt.subplots(*args, layout="constrained", **kwargs)
