@@ -443,7 +443,7 @@ def _int_list(text: str | None, default: str, flag: str) -> list[int]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench.core import bench_env, bench_scaling, bench_update
+    from .bench import bench_env, bench_scaling, bench_update
 
     if args.what == "learning":
         return _cmd_bench_learning(args)
@@ -476,7 +476,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                   f"per learner); acting / learning / communication: fractions of the time split, summed over "
                   f"workers; speedup: env steps/s over serial's")
     elif args.what == "acting":
-        from .bench.core import bench_acting
+        from .bench import bench_acting
 
         sizes = _int_list(args.bench_n_envs, "1,8,64", "--n-envs")
         rows = bench_acting(sizes)
@@ -503,7 +503,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_learning(args: argparse.Namespace) -> int:
-    from .bench.core import write_section
+    from .bench import write_section
     from .bench.learning import bench_learning, learning_figure, learning_markdown
 
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
@@ -548,7 +548,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_peers_learner(args: argparse.Namespace) -> int:
-    from .bench import core as bench
+    from . import bench
 
     if args.what == "peers" and args.compile:
         raise ValueError("--compile applies only to 'bench learner'")
@@ -575,7 +575,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .experiments.figures import NOTEBOOKS, reproduce
+    from .experiments import NOTEBOOKS, reproduce
 
     names = None
     if args.only is not None:

@@ -182,7 +182,7 @@ def plot_diagnostics(run, axes=None):
 
 
 # ----------------------------------------------------------------------------------------------
-# Figures of the notebooks and of ``python -m dqnlab reproduce`` (see :mod:`dqnlab.experiments.figures`).
+# Figures of the notebooks and of ``python -m dqnlab reproduce`` (see :mod:`dqnlab.experiments`).
 
 #: Colours of the time split, in the order of :data:`dqnlab.runtime.results.TIME_SPLIT_KEYS`.
 TIME_SPLIT_COLOURS = {"acting": "#4c72b0", "learning": "#55a868", "communication": "#c44e52"}
@@ -305,7 +305,7 @@ def plot_greedy(curves, labels=None, ax=None, x: str = "wall_time_s"):
     ----------
     curves : list of pandas.DataFrame
         Columns ``wall_time_s``, ``env_steps``, ``score_mean`` and optionally ``score_sem``
-        (see :func:`dqnlab.experiments.figures.greedy_curve`).
+        (see :func:`dqnlab.experiments.trials.greedy_curve`).
     labels : list of str
     x : {"wall_time_s", "env_steps"}
     """

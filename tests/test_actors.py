@@ -174,7 +174,7 @@ def test_cli_actor_option_errors_are_one_line(capsys, tmp_path, argv, match):
 
 
 def test_bench_acting_rows():
-    from dqnlab.bench.core import bench_acting
+    from dqnlab.bench import bench_acting
 
     config = TrainConfig(hidden=(32,), batch_size=32, buffer_size=2_000)
     rows = bench_acting([1, 4], repeats=1, min_time=0.02, config=config)

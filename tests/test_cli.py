@@ -62,7 +62,7 @@ def test_bad_arguments_give_one_clear_line(args, needle):
 
 
 def test_bench_functions_report_rows():
-    from dqnlab.bench.core import bench_env, bench_update
+    from dqnlab.bench import bench_env, bench_update
 
     rows = bench_env(sizes=(1, 64), repeats=1, min_time=0.01)
     assert [r["boards"] for r in rows] == [1, 64, 1]
@@ -73,7 +73,7 @@ def test_bench_functions_report_rows():
 
 
 def test_bench_scaling_scores_each_run_on_the_same_games():
-    from dqnlab.bench.core import bench_scaling
+    from dqnlab.bench import bench_scaling
 
     (row,) = bench_scaling(["serial"], [1], seconds=0.5, eval_games=3)
     assert row["scheme"] == "serial" and row["env_steps"] > 0

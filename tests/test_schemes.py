@@ -498,7 +498,7 @@ def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
 
 
 def test_bench_scaling_rows(monkeypatch):
-    from dqnlab.bench.core import bench_scaling
+    from dqnlab.bench import bench_scaling
 
     config = TrainConfig(n_envs=8, buffer_size=2_000, batch_size=32, learning_starts=200, hidden=(32,))
     rows = bench_scaling(["serial", "averaged"], [1, 2], seconds=0.8, config=config)

@@ -11,7 +11,7 @@ pytest.importorskip("ipywidgets")
 
 import dqnlab  # noqa: E402
 from dqnlab.ui import panels as widgets  # noqa: E402
-from dqnlab.experiments.figures import explore_config  # noqa: E402
+from dqnlab.experiments.budgets import explore_config  # noqa: E402
 from dqnlab.plots import LiveFigure  # noqa: E402
 from dqnlab.schemes import serial  # noqa: E402
 

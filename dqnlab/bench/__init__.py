@@ -1,1 +1,24 @@
-"""Benchmarks: commands that measure speed and learning and print (or write) figures."""
+"""Benchmarks: one module per benchmark, each returning plain data (rows, dicts) that
+``python -m dqnlab bench ...`` prints as a table or JSON or writes into ``docs/*.md``.
+
+``game`` (the game's speed, beside gymnasium-2048), ``update`` (the user's per-transition
+loop against the batched update), ``scaling`` (each scheme at each worker count),
+``acting`` (vectorised acting), ``peers`` (beside Stable-Baselines3, whose adapter is
+``sb3``), ``learner`` (the update beside the machine's matrix-product speed), ``learning``
+(how strong a player each configuration makes per minute); ``timing`` and ``report`` hold
+the measuring and reporting tools they share.
+"""
+
+from .acting import bench_acting
+from .game import bench_env, bench_game
+from .learner import bench_learner, learner_markdown
+from .learning import bench_learning, learning_markdown
+from .peers import bench_peers, peers_markdown
+from .report import write_section
+from .scaling import bench_scaling
+from .timing import warm_up
+from .update import bench_update
+
+__all__ = ["bench_env", "bench_game", "bench_update", "bench_scaling", "bench_acting", "bench_peers",
+           "bench_learner", "bench_learning", "peers_markdown", "learner_markdown", "learning_markdown",
+           "write_section", "warm_up"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..config import TrainConfig
 from ..evaluation import evaluate
+from .report import machine_info, md_machine, md_table
 
 __all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure"]
 
@@ -169,7 +170,7 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     Returns
     -------
     dict
-        ``machine`` (:func:`dqnlab.bench.core.machine_info` at the start), ``minutes``,
+        ``machine`` (:func:`dqnlab.bench.report.machine_info` at the start), ``minutes``,
         ``games``, ``rows`` (:func:`learning_curve` rows of every configuration) and
         ``time_to_player`` (:func:`time_to_player` of them).
 
@@ -179,7 +180,6 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
         Before anything trains: for no or unknown presets or schemes, a parallel scheme
         left without a worker count above 1, or no seeds.
     """
-    from .core import machine_info
     from ..config import PRESETS
     from ..schemes import SCHEMES
 
@@ -207,7 +207,6 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
 def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench learning",
                       figure: str | None = None) -> str:
     """The result of :func:`bench_learning` as markdown: time to a player, then every curve point."""
-    from .core import _md_machine, _md_table
 
     def minutes(v: Any) -> str:
         return f"{v:.1f}" if v is not None else f"> {budget:g}"
@@ -217,12 +216,12 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
            for r in res["time_to_player"]]
     parts = [
         f"## Learning in {budget:g} minutes: time to a player", "",
-        _md_machine(res["machine"], 1, command), "",
+        md_machine(res["machine"], 1, command), "",
         f"Each configuration trained for {budget:g} minutes of wall time and was stopped at several points "
         f"(checkpointed and resumed: evaluation time is not training time); at each point its weights played "
         f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: the first point at which the "
         f"greedy mean reached {PLAYER_SCORE:,}, and at which the 2048 tile was made in half the games.", "",
-        _md_table(ttp, {"preset": "preset", "network": "network", "scheme": "scheme", "options": "options",
+        md_table(ttp, {"preset": "preset", "network": "network", "scheme": "scheme", "options": "options",
                         "workers": "workers",
                         "seed": "seed", "to_10000": f"minutes to mean {PLAYER_SCORE:,}",
                         "to_2048": "minutes to 2048 in 50%", "final_score_mean": "mean score at the end",
@@ -232,7 +231,7 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
     if figure:
         parts += [f"![learning curves]({figure})", ""]
     parts += ["Every point:", "",
-              _md_table(res["rows"], {"preset": "preset", "scheme": "scheme", "options": "options",
+              md_table(res["rows"], {"preset": "preset", "scheme": "scheme", "options": "options",
                                       "workers": "workers", "seed": "seed",
                                       "minutes": "minutes", "env_steps": "env steps", "updates": "updates",
                                       "score_mean": "mean score", "score_median": "median",

@@ -52,7 +52,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..config import TrainConfig
-from ..experiments.figures import SMOKE_ENV, budget, explore_config, setup, smoke_mode
+from ..experiments.budgets import SMOKE_ENV, budget, explore_config, setup, smoke_mode
 from ..plots import LiveFigure
 from ..runtime.results import RunResult
 
@@ -371,7 +371,7 @@ class ControlPanel:
     def _config(self, s: dict[str, Any]) -> TrainConfig:
         base = self.config
         if self._network_controls:
-            from ..experiments.figures import learning_config
+            from ..experiments.learning import learning_config
 
             base = learning_config(s["network"], s["afterstate"], s["augment_symmetry"])
         return base.replace(batch_size=s["batch_size"], seed=s["seed"], max_seconds=s["budget_s"],
@@ -623,7 +623,7 @@ def control_panel(scheme: str, config: TrainConfig | None = None, *, workers: in
     scheme : str
         One of :data:`dqnlab.SCHEMES`.
     config : TrainConfig, optional
-        Base configuration (default :func:`dqnlab.experiments.figures.explore_config`, which is tiny
+        Base configuration (default :func:`dqnlab.experiments.budgets.explore_config`, which is tiny
         in smoke mode).
     workers, batch_size, budget_s, seed
         Initial values of the controls (budget in seconds of wall time; default the
@@ -648,7 +648,7 @@ def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: 
                    budget_s: float | None = None, seed: int = 0, **options: Any) -> ControlPanel:
     """The panel of notebook 08: a :func:`control_panel` with a row for the Q-function
     (``network``: mlp, cnn or ntuple; afterstates; symmetry augmentation). Each run
-    trains :func:`dqnlab.experiments.figures.learning_config` of those choices (the family's preset,
+    trains :func:`dqnlab.experiments.learning.learning_config` of those choices (the family's preset,
     tiny in smoke mode) with the panel's batch size, seed and budget.
 
     ``scheme`` defaults to ``shared``, with ``lock=False`` (Hogwild: how Jaskowski 2018
@@ -659,7 +659,7 @@ def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: 
     ValueError
         For an unknown scheme or network, or an option the scheme does not take.
     """
-    from ..experiments.figures import learning_config
+    from ..experiments.learning import learning_config
 
     if scheme == "shared":
         options.setdefault("lock", False)

@@ -1,0 +1,75 @@
+"""Notebook 00, the game: reference policies' scores and the game's speed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..bench.game import bench_env
+from .budgets import budget, resolve_smoke
+from .trials import new_figure
+
+__all__ = ["game_data", "game_figure"]
+
+
+def game_data(smoke: bool | None = None, seed: int = 0) -> dict[str, Any]:
+    """Reference policies' scores and the game's speed.
+
+    Returns
+    -------
+    dict
+        ``baselines``: {"random": EvalResult, "corner": EvalResult} of greedy play over
+        ``games`` games (1,000; 100 in smoke mode); ``speed``: rows of
+        :func:`dqnlab.bench.game.bench_env`; ``games``.
+    """
+    from ..evaluation import evaluate
+
+    smoke = resolve_smoke(smoke)
+    games = budget(1_000, 100, smoke)
+    baselines = {name: evaluate(name, games=games, seed=seed) for name in ("random", "corner")}
+    speed = bench_env(sizes=budget((1, 16, 256, 4096, 16384), (1, 256, 4096), smoke),
+                      repeats=budget(5, 1, smoke), min_time=budget(0.2, 0.02, smoke), seed=seed)
+    return {"baselines": baselines, "speed": speed, "games": games}
+
+
+def game_figure(data: dict[str, Any]):
+    """00: score distribution and largest tile of random and corner play; moves per second."""
+    fig, axes = new_figure(1, 3, figsize=(15, 3.8))
+    ax = axes[0]
+    bins = np.linspace(0, max(float(ev.scores.max()) for ev in data["baselines"].values()), 40)
+    for i, (name, ev) in enumerate(data["baselines"].items()):
+        ax.hist(ev.scores, bins=bins, alpha=0.6, color=f"C{i}",
+                label=f"{name}: mean {ev.scores.mean():,.0f}")
+    ax.set_xlabel("score")
+    ax.set_ylabel("games")
+    ax.set_title(f"score of {data['games']:,} games")
+    ax.legend(fontsize="small")
+
+    ax = axes[1]
+    tiles = sorted({int(t) for ev in data["baselines"].values() for t in np.unique(ev.max_tiles)})
+    width = 0.8 / len(data["baselines"])
+    for i, (name, ev) in enumerate(data["baselines"].items()):
+        share = [float(np.mean(ev.max_tiles == t)) for t in tiles]
+        ax.bar(np.arange(len(tiles)) + (i - (len(data["baselines"]) - 1) / 2) * width, share, width,
+               color=f"C{i}", label=name)
+    ax.set_xticks(np.arange(len(tiles)), [str(t) for t in tiles])
+    ax.set_xlabel("largest tile")
+    ax.set_ylabel("fraction of games")
+    ax.set_title("largest tile reached")
+    ax.legend(fontsize="small")
+
+    ax = axes[2]
+    rows = [r for r in data["speed"] if r["what"] == "move_batch"]
+    ax.plot([r["boards"] for r in rows], [r["moves_per_s"] for r in rows], "o-", label="move_batch (vectorised)")
+    single = [r for r in data["speed"] if r["what"] == "Game2048.step"]
+    if single:
+        ax.axhline(single[0]["moves_per_s"], color="C1", ls="--", label="Game2048.step (one board, gymnasium)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("boards moved at once")
+    ax.set_ylabel("env steps / s")
+    ax.set_title("how fast the game runs")
+    ax.legend(fontsize="small")
+    fig.suptitle("00 the game: baselines and speed")
+    return fig

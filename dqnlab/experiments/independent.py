@@ -1,0 +1,53 @@
+"""Notebook 02, ``independent``: each sync schedule, and sync intervals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .budgets import budget, explore_config, resolve_smoke
+from .trials import new_figure, rolling_window, run_grid
+
+__all__ = ["independent_data", "independent_figure"]
+
+
+def independent_data(smoke: bool | None = None, workers: int = 2, seconds: float | None = None,
+                     seed: int = 0) -> dict[str, Any]:
+    """``independent`` with each sync schedule, and (outside smoke mode) three sync intervals.
+
+    Returns
+    -------
+    dict
+        ``schedules``: one :class:`Trial` per schedule (``none`` first); ``intervals``:
+        ``periodic`` trials with ``sync_every`` of 50, 250 and 1,000 updates (empty in
+        smoke mode); ``sync_every``; ``workers``; ``seconds``.
+    """
+    smoke = resolve_smoke(smoke)
+    seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
+    config = explore_config(smoke, max_seconds=seconds, seed=seed)
+    every = budget(250, 20, smoke)
+    schedules = budget(("none", "periodic", "final", "weighted", "best"), ("none", "periodic"), smoke)
+    grid = [{"workers": workers, "sync": s, "sync_every": every} for s in schedules]
+    trials = run_grid("independent", grid, config, smoke, lambda g: f"sync={g['sync']}")
+    intervals = [] if smoke else run_grid(
+        "independent", [{"workers": workers, "sync": "periodic", "sync_every": n} for n in (50, 250, 1000)],
+        config, smoke, lambda g: f"every {g['sync_every']} updates")
+    return {"schedules": trials, "intervals": intervals, "sync_every": every, "workers": workers,
+            "seconds": seconds}
+
+
+def independent_figure(data: dict[str, Any]):
+    """02: per-learner curves without and with sharing, divergence, greedy score per schedule."""
+    from ..plots import plot_bars, plot_divergence, plot_reward
+
+    trials = data["schedules"]
+    fig, axes = new_figure(2, 2, figsize=(14, 8))
+    for ax, t in zip(axes[0], trials[:2]):
+        plot_reward(t.run, ax, "wall_time_s", window=rolling_window(t.run) // 2 or 1, per_worker=True)
+        ax.set_title(f"each learner's training score, {t.label}")
+    div = trials + list(data["intervals"])
+    plot_divergence([t.run for t in div], [t.label for t in div], axes[1, 0])
+    plot_bars([t.final_greedy for t in trials], [t.label for t in trials], axes[1, 1], "greedy score (mean)",
+              "final greedy score (shared weights)")
+    fig.suptitle(f"02 independent: {data['workers']} learners, {data['seconds']:g} s each, "
+                 f"check-in every {data['sync_every']} updates")
+    return fig

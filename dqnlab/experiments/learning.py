@@ -1,0 +1,83 @@
+"""Notebook 08, learning: the network families' learning curves (a small ``bench learning``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..bench.learning import POINTS, learning_curve, time_to_player
+from ..bench.learning import learning_figure as draw_learning_curves
+from ..bench.report import machine_info
+from ..config import TrainConfig, family_preset
+from .budgets import budget, resolve_smoke
+from .trials import new_figure
+
+__all__ = ["learning_config", "learning_data", "learning_figure"]
+
+
+def learning_config(network: str = "ntuple", afterstate: bool | None = None, augment_symmetry: bool | None = None,
+                    smoke: bool | None = None, **overrides: Any) -> TrainConfig:
+    """The configuration notebook 08 and its panel train: the family's preset
+    (:func:`dqnlab.config.family_preset`) with ``afterstate`` and ``augment_symmetry`` as given (None: the
+    preset's; symmetry augmentation is built into ``ntuple``, so it is off there).
+
+    In smoke mode: the small 17x4-tuple set, small networks and buffers, learning from
+    the first few hundred env steps, and a 2 s budget. ``overrides`` replace any field.
+
+    Raises
+    ------
+    ValueError
+        For an unknown network or a combination :class:`~dqnlab.TrainConfig` rejects.
+    """
+    base = TrainConfig.preset(family_preset(network, afterstate))
+    fields: dict[str, Any] = {"total_env_steps": None, "max_seconds": 60.0}
+    if afterstate is not None:
+        fields["afterstate"] = afterstate
+    if augment_symmetry is not None:
+        fields["augment_symmetry"] = augment_symmetry and network != "ntuple"
+    if network == "ntuple" and afterstate is False:  # Q-values from lookup tables: one table row per action
+        fields["lr"] = base.lr / 4
+    if resolve_smoke(smoke):
+        fields.update(ntuples="17x4", hidden=(32,), channels=8, buffer_size=4_000, batch_size=64,
+                      learning_starts=256, n_envs=16, epsilon_decay_steps=2_000, max_seconds=2.0)
+        if network == "ntuple":
+            fields["lr"] = 0.01
+    return base.replace(**{**fields, **overrides})
+
+
+def learning_data(smoke: bool | None = None, minutes: float | None = None, games: int | None = None,
+                  seed: int = 0) -> dict[str, Any]:
+    """Learning curves of the network families (serial: ``ntuple``, ``cnn``, ``mlp`` with
+    and without afterstates) and of ``ntuple`` on the ``shared`` scheme with 2 workers
+    (lock-free, as Jaskowski 2018 trains n-tuple networks).
+
+    A small :func:`dqnlab.bench.learning.bench_learning`: each run stops at several points
+    of its budget (``minutes``, default 3; 0.05 in smoke mode, with the smoke settings of
+    :func:`learning_config`, and without ``cnn`` and the plain ``mlp``) and plays ``games``
+    greedy games there (default 1,000; 32).
+    Returns its result dict (``rows``, ``time_to_player``, ``machine``, ...).
+    """
+
+    smoke = resolve_smoke(smoke)
+    minutes = budget(3.0, 0.05, smoke) if minutes is None else minutes
+    games = budget(1_000, 32, smoke) if games is None else games
+    points = POINTS if not smoke else (0.5, 1.0)
+    machine = machine_info()
+    runs = [("ntuple", True, "serial", 1, {}), ("cnn", True, "serial", 1, {}), ("mlp", True, "serial", 1, {}),
+            ("mlp", False, "serial", 1, {}), ("ntuple", True, "shared", 2, {"lock": False})]
+    if smoke:  # seconds each: enough to see that every kind of run works
+        runs = [r for r in runs if r[0] == "ntuple" or r[:2] == ("mlp", True)]
+    rows: list[dict[str, Any]] = []
+    for network, afterstate, scheme, workers, options in runs:
+        cfg = learning_config(network, afterstate, smoke=smoke)
+        overrides = {k: v for k, v in cfg.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
+        rows += learning_curve(family_preset(network, afterstate), scheme, workers, minutes, points, games,
+                               seed=seed, options=options, overrides=overrides)
+    return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
+            "time_to_player": time_to_player(rows)}
+
+
+def learning_figure(data: dict[str, Any]):
+    """08: greedy mean score and the share of games reaching 1024, 2048 and 4096 against
+    minutes of training, one line per network family (and ``ntuple`` on 2 workers)."""
+    _, axes = new_figure(1, 4, figsize=(15, 3.8))
+    return draw_learning_curves(data, axes)

@@ -1,0 +1,62 @@
+"""Notebook 03, ``shared``: with and without the lock as the worker count grows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..runtime.results import RunResult
+from .budgets import budget, explore_config, resolve_smoke
+from .trials import new_figure, run_grid
+
+__all__ = ["shared_data", "shared_figure"]
+
+
+def shared_data(smoke: bool | None = None, workers: Sequence[int] | None = None, seconds: float | None = None,
+                seed: int = 0) -> dict[str, Any]:
+    """``shared`` with and without the lock as the worker count grows.
+
+    Returns
+    -------
+    dict
+        ``trials`` (one per workers x lock; one worker runs once, with the lock);
+        ``workers``; ``seconds``.
+    """
+    smoke = resolve_smoke(smoke)
+    seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
+    ks = list(workers) if workers is not None else budget([1, 2, 4], [1, 2], smoke)
+    config = explore_config(smoke, max_seconds=seconds, seed=seed)
+    grid = [{"workers": k, "lock": lock} for k in ks for lock in (True, False) if k > 1 or lock]
+    trials = run_grid("shared", grid, config, smoke,
+                     lambda g: f"x{g['workers']} " + ("lock" if g["lock"] else "lock-free"))
+    return {"trials": trials, "workers": ks, "seconds": seconds}
+
+
+def _worker_seconds(run: RunResult) -> float:
+    return float(sum(run.time_split.values()))
+
+
+def shared_figure(data: dict[str, Any]):
+    """03: lock wait as workers grow; updates/s and env steps/s; greedy score."""
+    fig, axes = new_figure(1, 4, figsize=(18, 4.2))
+    for lock, style in ((True, "o-"), (False, "s--")):
+        ts = [t for t in data["trials"] if t.settings.get("lock", True) == lock or t.settings["workers"] == 1]
+        ks = [t.settings["workers"] for t in ts]
+        name = "lock" if lock else "lock-free (Hogwild)"
+        wait = [100 * t.run.extra.get("lock_wait_s", 0.0) / max(_worker_seconds(t.run), 1e-9) for t in ts]
+        axes[0].plot(ks, wait, style, label=name)
+        axes[1].plot(ks, [t.run.updates_per_s for t in ts], style, label=name)
+        axes[2].plot(ks, [t.run.env_steps_per_s for t in ts], style, label=name)
+        axes[3].plot(ks, [t.final_greedy for t in ts], style, label=name)
+    for ax, title, ylabel in zip(axes, ("waiting for the lock", "learning throughput", "acting throughput",
+                                        "final greedy score"),
+                                 ("lock wait, % of worker time", "updates / s", "env steps / s",
+                                  "greedy score (mean)")):
+        ax.set_xlabel("workers")
+        ax.set_xticks(data["workers"])
+        ax.set_ylim(bottom=0)
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize="small")
+    fig.suptitle(f"03 shared: one buffer and one model, {data['seconds']:g} s per run")
+    return fig

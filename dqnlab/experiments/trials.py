@@ -1,0 +1,161 @@
+"""Trials: one training run and the greedy scores of its checkpoints; grids of them; their tables.
+
+Also the small pieces every notebook's figure uses (the figure canvas, the rolling
+window of training-score curves).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..bench.timing import warm_up
+from ..config import TrainConfig
+from ..runtime.results import RunResult
+from .budgets import budget
+
+__all__ = ["Trial", "greedy_curve", "greedy_at", "run_trial", "run_grid", "summary_table", "rolling_window",
+           "new_figure"]
+
+
+@dataclass
+class Trial:
+    """One training run of an experiment and the greedy scores of its checkpoints.
+
+    Attributes
+    ----------
+    label : str
+        Legend label (scheme, workers, the option that varies).
+    run : RunResult
+    greedy : pandas.DataFrame
+        One row per checkpoint: ``wall_time_s``, ``env_steps``, ``updates``,
+        ``score_mean``, ``score_sem`` (standard error), ``games``; the last row is the
+        final weights. Empty if no greedy games were asked for.
+    settings : dict
+        ``workers`` and the scheme options the run was started with.
+    """
+
+    label: str
+    run: RunResult
+    greedy: pd.DataFrame = field(default_factory=pd.DataFrame)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final_greedy(self) -> float:
+        """Mean greedy score of the final weights (NaN if not evaluated)."""
+        return float(self.greedy["score_mean"].iloc[-1]) if len(self.greedy) else math.nan
+
+
+def greedy_curve(checkpoints: Sequence[tuple[float, int, int, dict[str, np.ndarray]]], config: TrainConfig,
+                 games: int, seed: int = 12_345) -> pd.DataFrame:
+    """Greedy scores of checkpoints ``(wall_time_s, env_steps, updates, weights)``.
+
+    Every checkpoint plays the same ``games`` games (same tile spawns), so differences
+    between checkpoints are not the luck of the spawns.
+    """
+    from ..evaluation import evaluate
+
+    rows = []
+    for wall, steps, updates, weights in checkpoints:
+        scores = evaluate(weights, games=games, seed=seed, config=config).scores
+        rows.append({"wall_time_s": wall, "env_steps": steps, "updates": updates,
+                     "score_mean": float(scores.mean()),
+                     "score_sem": float(scores.std(ddof=1) / math.sqrt(len(scores))) if len(scores) > 1 else 0.0,
+                     "games": len(scores)})
+    return pd.DataFrame(rows, columns=["wall_time_s", "env_steps", "updates", "score_mean", "score_sem", "games"])
+
+
+def greedy_at(trial: Trial, x: str, value: float) -> float:
+    """A trial's greedy score interpolated at ``value`` of ``x`` ("wall_time_s" or "env_steps")."""
+    g = trial.greedy
+    if not len(g):
+        return math.nan
+    return float(np.interp(value, g[x], g["score_mean"]))
+
+
+def run_trial(scheme: str, config: TrainConfig, *, workers: int = 1, label: str | None = None,
+              greedy_games: int = 0, checkpoints: int = 5, callback: Callable[[RunResult], Any] | None = None,
+              **options: Any) -> Trial:
+    """Train once with :func:`dqnlab.train` and evaluate checkpoints greedily afterwards.
+
+    Parameters
+    ----------
+    scheme, config, workers, options
+        As for :func:`dqnlab.train`.
+    label : str, optional
+        Legend label; default ``"<scheme> x<workers>"``.
+    greedy_games : int
+        Games each checkpoint plays greedily after training (0 = no greedy curve).
+    checkpoints : int
+        About how many checkpoints to keep during the run (one every
+        ``max_seconds / checkpoints`` seconds), plus the final weights. Weights are only
+        copied during training; the games are played after it, so they cost no
+        training time.
+    callback : callable, optional
+        Also called with every snapshot (return True to stop).
+    """
+    from .. import train
+
+    kept: list[tuple[float, int, int, dict[str, np.ndarray]]] = []
+    every = (config.max_seconds / max(1, checkpoints)) if config.max_seconds else math.inf
+
+    def on_snapshot(snap: RunResult) -> bool:
+        if greedy_games and snap.wall_time_s >= (len(kept) + 1) * every - 1e-9 and snap.env_steps > 0:
+            kept.append((snap.wall_time_s, snap.env_steps, snap.updates, snap.weights))
+        return bool(callback(snap)) if callback is not None else False
+
+    run = train(scheme, config, workers=workers, progress=False, callback=on_snapshot, **options)
+    greedy = pd.DataFrame()
+    if greedy_games:
+        kept = [k for k in kept if k[1] < run.env_steps]
+        kept.append((run.wall_time_s, run.env_steps, run.updates, run.weights))
+        greedy = greedy_curve(kept, run.config, greedy_games)
+    return Trial(label or f"{scheme} x{workers}", run, greedy, {"workers": workers, **options})
+
+
+def run_grid(scheme: str, grid: Sequence[dict[str, Any]], config: TrainConfig, smoke: bool,
+            label: Callable[[dict[str, Any]], str]) -> list[Trial]:
+    """One :class:`Trial` per grid point: ``workers``, scheme options, and ``config``
+    (a dict of :class:`TrainConfig` fields to replace)."""
+    warm_up(max(g.get("workers", 1) for g in grid))
+    trials = []
+    for g in grid:
+        options = {k: v for k, v in g.items() if k != "config"}
+        cfg = config.replace(**g["config"]) if "config" in g else config
+        trials.append(run_trial(scheme, cfg, label=label(g), greedy_games=budget(100, 16, smoke),
+                                checkpoints=budget(6, 2, smoke), **options))
+    return trials
+
+
+def summary_table(trials: Sequence[Trial]) -> pd.DataFrame:
+    """One row per trial: its settings, speed, time split (fractions), games and scores."""
+    rows = []
+    for t in trials:
+        s = t.run.summary()
+        frac = s["time_fraction"]
+        rows.append({
+            "run": t.label, "status": s["status"], "workers": s["workers"], "batch": t.run.config.batch_size,
+            "env_steps": s["env_steps"], "updates": s["updates"], "seconds": s["wall_time_s"],
+            "env_steps/s": s["env_steps_per_s"], "updates/s": s["updates_per_s"],
+            **{f"{k} %": 100 * (frac.get(k) or 0.0) for k in ("acting", "learning", "communication")},
+            "games": s["episodes"], "training score (last 100)": s["score_mean_last100"],
+            "greedy score": t.final_greedy,
+        })
+    return pd.DataFrame(rows)
+
+
+def rolling_window(run: RunResult) -> int:
+    """Rolling window for training-score curves: 50 games, fewer for tiny runs."""
+    return int(max(1, min(50, len(run.episodes) // 4)))
+
+
+def new_figure(*args: Any, **kwargs: Any):
+    """``matplotlib.pyplot.subplots(*args, **kwargs)`` with the constrained layout: ``(figure, axes)``."""
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, layout="constrained", **kwargs)

@@ -1,0 +1,71 @@
+"""bench learning: curves at points of a budget, time to a player, checks before training, divergence."""
+
+import pytest
+
+from dqnlab.bench.report import machine_info
+
+
+def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
+    from dqnlab.bench.learning import learning_curve, learning_figure, learning_markdown, time_to_player
+
+    small = dict(ntuples="17x4", lr=0.01, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=256)
+    rows = learning_curve("ntuple", "serial", 1, minutes=0.06, points=(0.5, 1.0), games=20, overrides=small,
+                          run_dir=tmp_path / "run")
+    assert [r["preset"] for r in rows] == ["ntuple"] * len(rows) and 1 <= len(rows) <= 2
+    assert rows[-1]["minutes"] >= 0.06 * 0.99 and rows[-1]["env_steps"] > 0
+    assert all(0 <= r["reach_2048"] <= r["reach_1024"] <= 1 for r in rows)
+    assert (tmp_path / "run" / "checkpoint.pt").exists()  # the run is kept where asked
+    res = {"machine": machine_info(), "minutes": 0.06, "games": 20, "rows": rows,
+           "time_to_player": time_to_player(rows)}
+    md = learning_markdown(res, "python -m dqnlab bench learning", "learning.png")
+    assert "minutes to mean 10,000" in md and "![learning curves](learning.png)" in md
+    assert len(learning_figure(res).axes) == 4
+
+
+def test_time_to_player_is_the_first_point_that_makes_one():
+    from dqnlab.bench.learning import time_to_player
+
+    base = {"preset": "p", "network": "ntuple", "scheme": "serial", "options": "", "workers": 1, "seed": 0}
+    rows = [{**base, "minutes": m, "score_mean": s, "reach_2048": r}
+            for m, s, r in [(1, 5_000, 0.0), (2, 12_000, 0.3), (3, 20_000, 0.6), (4, 25_000, 0.7)]]
+    (row,) = time_to_player(rows)
+    assert (row["minutes_to_10000"], row["minutes_to_2048_in_half"]) == (2, 3)
+    assert row["final_score_mean"] == 25_000
+    (never,) = time_to_player(rows[:1])
+    assert never["minutes_to_10000"] is None and never["minutes_to_2048_in_half"] is None
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["bench", "learning", "--presets", "best"], "--presets must name presets"),
+    (["bench", "learning", "--seconds", "3"], "bench learning takes"),
+    (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock applies only"),
+    (["bench", "env", "--minutes", "3"], "apply only to 'bench learning'"),
+])
+def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
+    from dqnlab.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(schemes=("serial", "shraed")), "schemes must be"),
+    (dict(presets=()), "presets and schemes must be non-empty"),
+    (dict(schemes=("shared",), workers=(1,)), "leave \\['shared'\\] with nothing to run"),
+])
+def test_bench_learning_checks_everything_before_training(kw, match):
+    from dqnlab.bench.learning import bench_learning
+
+    with pytest.raises(ValueError, match=match):
+        bench_learning(**{"minutes": 0.01, **kw})
+
+
+def test_a_configuration_that_diverges_is_reported_and_the_bench_goes_on():
+    from dqnlab.bench.learning import learning_curve, time_to_player
+
+    wild = dict(ntuples="17x4", lr=1e12, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=64)
+    rows = learning_curve("ntuple", "serial", 1, minutes=0.05, points=(0.5, 1.0), games=10, overrides=wild)
+    assert rows[-1]["status"].startswith("failed") and "non-finite TD loss" in rows[-1]["status"]
+    (ttp,) = time_to_player(rows)
+    assert ttp["status"].startswith("failed") and ttp["minutes_to_10000"] is None
