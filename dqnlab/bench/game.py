@@ -43,8 +43,7 @@ def bench_env(sizes: tuple[int, ...] = (1, 64, 1024, 16384), repeats: int = 5,
         t = median_time(lambda: move_batch(boards, actions), repeats, min_time)
         rows.append({"what": "move_batch", "boards": n, "moves_per_s": n / t})
     env = Game2048()
-    env.reset(seed=seed)
-    state = {"mask": env._info()["action_mask"]}
+    state = {"mask": env.reset(seed=seed)[1]["action_mask"]}
 
     def step() -> None:
         legal = np.flatnonzero(state["mask"])
