@@ -253,8 +253,23 @@ def scheme_flags() -> dict[str, dict[str, Spec]]:
 
 
 def _given(args: argparse.Namespace, declared) -> dict[str, Any]:
-    """The values of ``declared``'s flags given on the command line."""
-    return {spec.name: getattr(args, spec.name) for spec in declared if getattr(args, spec.name, None) is not None}
+    """The values of ``declared``'s flags given on the command line, checked (a choice is
+    checked here rather than by argparse, so that the error is main's one line, exit 2).
+
+    Raises
+    ------
+    ValueError
+        ``--flag: name must be ..., got ...``.
+    """
+    out = {}
+    for spec in declared:
+        value = getattr(args, spec.name, None)
+        if value is not None:
+            try:
+                out[spec.name] = spec.validate(value)
+            except ValueError as e:
+                raise ValueError(f"{_flag_name(spec)}: {e}") from None
+    return out
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:

@@ -212,14 +212,15 @@ class Spec:
         ``256,256`` for a tuple of integers, JSON for a dict, the declared parser for a
         custom field; checked like :meth:`validate`.
 
+        Text for a field with choices is returned as it is (:meth:`validate` checks it).
+
         Raises
         ------
         ValueError
-            ``expected {allowed}, got {text!r}``; for a field with choices, the
-            message of :meth:`validate` (``sync must be one of [...], got 'x'``).
+            ``expected {allowed}, got {text!r}``.
         """
         if self.choices and self.kind != "custom":
-            return self.validate(text)
+            return text
         try:
             if self.nullable and text.strip().lower() == "none":
                 return None
