@@ -200,7 +200,8 @@ def _flag_type(spec: Spec):
 
 
 def _add_flags(group, declared, defaults: bool = False) -> None:
-    """One flag per declaration in ``declared`` (dest: the field's name; not given: None):
+    """One flag per declaration in ``declared`` (dest: the field's name; not given: no attribute, so that
+    ``none`` is a value):
     ``--name VALUE``, or ``--name/--no-name`` for a bool; help: the doc, unit, when it
     applies and, with ``defaults``, the default."""
     for spec in declared:
@@ -213,14 +214,14 @@ def _add_flags(group, declared, defaults: bool = False) -> None:
             notes.append(f"default {spec.to_text(spec.default)}")
         text = (spec.doc + (f" ({'; '.join(notes)})" if notes else "")).replace("%", "%%")
         if spec.kind == "bool":
-            group.add_argument(spec.flag, dest=spec.name, action=argparse.BooleanOptionalAction, default=None,
-                               help=text)
+            group.add_argument(spec.flag, dest=spec.name, action=argparse.BooleanOptionalAction,
+                               default=argparse.SUPPRESS, help=text)
             continue
         if spec.choices:
             metavar = "{" + ",".join(map(str, spec.choices)) + (",E1,E2,..." if spec.kind == "custom" else "") + "}"
         else:
             metavar = {"int": "N", "float": "X", "ints": "N,N,...", "dict": "JSON"}.get(spec.kind, spec.name.upper())
-        group.add_argument(spec.flag, dest=spec.name, type=_flag_type(spec), help=text,
+        group.add_argument(spec.flag, dest=spec.name, type=_flag_type(spec), default=argparse.SUPPRESS, help=text,
                            metavar=metavar + ("|none" if spec.nullable else ""))
 
 
@@ -263,10 +264,9 @@ def _given(args: argparse.Namespace, declared) -> dict[str, Any]:
     """
     out = {}
     for spec in declared:
-        value = getattr(args, spec.name, None)
-        if value is not None:
+        if spec.name in vars(args):
             try:
-                out[spec.name] = spec.validate(value)
+                out[spec.name] = spec.validate(getattr(args, spec.name))
             except ValueError as e:
                 raise ValueError(f"{_flag_name(spec)}: {e}") from None
     return out
@@ -445,21 +445,22 @@ def _resume_config(args: argparse.Namespace):
     from .runtime.checkpoint import load_checkpoint
 
     declared = specs(TrainConfig)
-    budget = {"total_env_steps", "max_seconds"}
-    given = [_flag_name(declared[name]) for name in _given(args, declared.values()) if name not in budget]
+    flags = _given(args, declared.values())
+    given = [_flag_name(declared[name]) for name in flags if name not in ("total_env_steps", "max_seconds")]
     given = [flag for flag, value in (("--preset", args.preset), ("--config", args.config)) if value is not None] + given
     if given:
         raise ValueError(f"{', '.join(given)} cannot be combined with --resume: a resumed run keeps its config "
                          f"(only the budget may change: --env-steps N, --minutes M or --max-seconds S for more)")
-    if args.minutes is not None and args.max_seconds is not None:
+    if args.minutes is not None and flags.get("max_seconds") is not None:
         raise ValueError("--minutes and --max-seconds cannot be combined (both set the time budget)")
     ck = load_checkpoint(args.resume)
     args.scheme = args.scheme or ck["scheme"]
     config = TrainConfig.from_dict(ck["config"])
-    more_s = args.max_seconds if args.minutes is None else 60.0 * args.minutes
-    if args.total_env_steps is not None or more_s is not None:
+    more_steps = flags.get("total_env_steps")
+    more_s = flags.get("max_seconds") if args.minutes is None else 60.0 * args.minutes
+    if more_steps is not None or more_s is not None:
         config = config.replace(
-            total_env_steps=None if args.total_env_steps is None else int(ck["env_steps"]) + args.total_env_steps,
+            total_env_steps=None if more_steps is None else int(ck["env_steps"]) + more_steps,
             max_seconds=None if more_s is None else float(ck["loop"]["elapsed"]) + more_s)
     return config
 
