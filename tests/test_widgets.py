@@ -83,6 +83,12 @@ def test_options_come_from_the_schemes_declaration(fake_scheme):
     assert opts["sync_every"]["doc"] == "Updates between syncs."
     assert opts["ratio"]["kind"] == "optional float" and opts["ratio"]["default"] is None
     assert widgets.scheme_options("serial") == {}
+    panel = widgets.control_panel(fake_scheme, explore_config(smoke=True))
+    w = panel.options["sync_every"]  # the declaration's doc is the tooltip, its name and unit the label
+    assert (w.tooltip, w.description) == ("Updates between syncs.", "sync every (updates)")
+    actors = widgets.scheme_options("actors")
+    assert actors["actor_epsilon"]["choices"] == ["schedule", "apex"] and actors["learner_threads"]["kind"] == \
+        "optional int"
     for name in dqnlab.SCHEMES:  # every real scheme builds a panel
         widgets.control_panel(name, explore_config(smoke=True))
 
