@@ -446,8 +446,8 @@ def _resume_config(args: argparse.Namespace):
 
     declared = specs(TrainConfig)
     flags = _given(args, declared.values())
-    given = [_flag_name(declared[name]) for name in flags if name not in ("total_env_steps", "max_seconds")]
-    given = [flag for flag, value in (("--preset", args.preset), ("--config", args.config)) if value is not None] + given
+    given = [flag for flag, value in (("--preset", args.preset), ("--config", args.config)) if value is not None]
+    given += [_flag_name(declared[name]) for name in flags if name not in ("total_env_steps", "max_seconds")]
     if given:
         raise ValueError(f"{', '.join(given)} cannot be combined with --resume: a resumed run keeps its config "
                          f"(only the budget may change: --env-steps N, --minutes M or --max-seconds S for more)")

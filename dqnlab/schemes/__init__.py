@@ -107,10 +107,10 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     ------
     ValueError
         For an unknown scheme, ``workers`` < 1, an option the scheme does not take or
-        a value it does not allow (the message names the option), a backend the scheme cannot run on (e.g. ``shared`` on Dask), a bad
-        ``checkpoint_every``, a ``tensorboard`` that is not a bool, or a ``resume``
-        directory that is not a run, is of another checkpoint version, or disagrees
-        with the arguments.
+        a value it does not allow (the message names the option), a backend the scheme
+        cannot run on (e.g. ``shared`` on Dask), a bad ``checkpoint_every``, a
+        ``tensorboard`` that is not a bool, or a ``resume`` directory that is not a run,
+        is of another checkpoint version, or disagrees with the arguments.
     ImportError
         With a run directory and ``tensorboard=True``, if the ``tensorboard`` package is
         not installed.

@@ -281,8 +281,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     chunk = MAX_CHUNK if min_ratio <= 0 else int(SLACK_UPDATES * config.batch_size / min_ratio / (2 * workers))
     chunk = max(config.n_envs, min(MAX_CHUNK, chunk))
     kwargs = [dict(config=config, worker=k, workers=workers, budget=budgets[k], t0_wall=t0_wall, weights=init,
-                   epsilon=epsilons[k], lockstep=options.lockstep, max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
-                   checkpointing=_checkpoint is not None, paused=learner.paused,
+                   epsilon=epsilons[k], lockstep=options.lockstep, max_chunk=chunk, parent_pid=os.getpid(),
+                   fault=_fault, checkpointing=_checkpoint is not None, paused=learner.paused,
                    resume=None if resumed is None else resumed["actors"][k])
               for k in range(workers)]
     before = torch.get_num_threads()
