@@ -102,10 +102,8 @@ def scheme_options(scheme: str) -> dict[str, dict[str, Any]]:
             kind = ("optional " if spec.nullable else "") + spec.kind
         else:
             kind = "text"
-        choices = list(spec.choices)
-        if kind == "choice" and spec.default not in choices:
-            choices = [spec.default, *choices] if spec.default is not None else choices
-        out[name] = {"default": spec.default, "kind": kind, "choices": choices, "doc": spec.doc, "spec": spec}
+        out[name] = {"default": spec.default, "kind": kind, "choices": list(spec.choices), "doc": spec.doc,
+                     "spec": spec}
     return out
 
 
