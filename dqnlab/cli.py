@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from .options import Spec
+
+__all__ = ["main", "read_config_file", "scheme_flags", "CONFIG_FILE_KEYS"]
 
 
 def _number(cast, allowed: str, ok):
@@ -32,7 +36,6 @@ def _number(cast, allowed: str, ok):
 _positive_int = _number(int, "an integer >= 1", lambda v: v >= 1)
 _nonneg_int = _number(int, "an integer >= 0", lambda v: v >= 0)
 _positive_float = _number(float, "a finite number > 0", lambda v: 0 < v < math.inf)
-_fraction = _number(float, "a number in (0, 1]", lambda v: 0 < v <= 1)
 _nonneg_float = _number(float, "a finite number >= 0", lambda v: 0 <= v < math.inf)
 
 
@@ -44,26 +47,9 @@ def _run_or_policy(text: str) -> str:
                                      f"or 'random' / 'corner')")
 
 
-def _actor_epsilon(text: str):
-    """``--actor-epsilon``: ``schedule``, ``apex``, or comma-separated numbers in [0, 1] (one per actor)."""
-    if text in ("schedule", "apex"):
-        return text
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or not all(0 <= v <= 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected 'schedule', 'apex' or comma-separated numbers in [0, 1], "
-                                         f"got {text!r}")
-    return values
+#: Top-level keys of a ``train --config`` file (a run's ``summary.json`` holds them among its results).
+CONFIG_FILE_KEYS = ("scheme", "workers", "preset", "config", "options")
 
-
-#: Scheme options of ``train``: keyword argument -> command-line flag. Each is passed
-#: only when given, and only to a scheme that takes it.
-_SCHEME_FLAGS = {"sync": "--sync", "sync_every": "--sync-every", "final_fraction": "--final-fraction",
-                 "temperature": "--temperature", "lock": "--lock/--no-lock",
-                 "weights_every": "--weights-every", "min_replay_ratio": "--min-replay-ratio",
-                 "actor_epsilon": "--actor-epsilon", "lockstep": "--lockstep"}
 #: Frames of a ``play --gif`` without ``--every``: a GIF writer holds every frame in memory (see ``plots.animate``).
 _GIF_MAX_FRAMES = 500
 
@@ -77,34 +63,27 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .config import PRESETS
+    from .config import PRESETS, TrainConfig
+    from .options import specs
     from .schemes import SCHEMES
 
     p = _Parser(prog="python -m dqnlab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,play,bench,reproduce}")
 
-    t = sub.add_parser("train", help="train an agent; writes DIR/summary.json, episodes.csv, weights, run.png")
+    t = sub.add_parser("train", help="train an agent; writes DIR/summary.json, episodes.csv, weights, run.png",
+                       description="Train an agent. Every TrainConfig field and every scheme option is a flag; "
+                                   "--config FILE gives them from a file, and flags override it.")
     t.add_argument("--scheme", choices=sorted(SCHEMES), help="training scheme (default serial)")
     t.add_argument("--workers", type=_positive_int, help="worker processes (default 1)")
-    t.add_argument("--preset", choices=sorted(PRESETS), help="hyperparameter preset (default 'default')")
-    t.add_argument("--minutes", type=_positive_float, help="wall-clock budget in minutes")
-    t.add_argument("--env-steps", type=_positive_int, help="budget in env steps (all boards and workers)")
-    t.add_argument("--seed", type=_nonneg_int, help="random seed (default 0)")
-    t.add_argument("--batch-size", type=_positive_int, help="minibatch size (transitions per update)")
-    t.add_argument("--n-envs", type=_positive_int, help="boards stepped at once per process")
-    t.add_argument("--replay-ratio", type=_nonneg_float, metavar="R",
-                   help="minibatch samples trained per env step (default: the preset's)")
-    t.add_argument("--network", choices=["mlp", "cnn", "ntuple"],
-                   help="Q-function family (default: the preset's; without --preset: that family's preset, "
-                        "mlp-afterstate for --network mlp --afterstate)")
-    t.add_argument("--ntuples", choices=["4x6", "2x4+2x6", "17x4"],
-                   help="ntuple: the tuple set (4x6: 268 MB of tables; 17x4: 4.5 MB, cheap to ship between processes)")
-    t.add_argument("--afterstate", action=argparse.BooleanOptionalAction, default=None,
-                   help="learn values of afterstates, Q(s, a) = r + V(afterstate) (default: the preset's)")
-    t.add_argument("--augment-symmetry", action=argparse.BooleanOptionalAction, default=None,
-                   help="mlp, cnn: train on randomly rotated/reflected minibatches (default: the preset's)")
-    t.add_argument("--optimizer", choices=["adam", "sgd"], help="optimiser (default: the preset's; ntuple: sgd)")
-    t.add_argument("--lr", type=_positive_float, help="learning rate per update (default: the preset's)")
+    t.add_argument("--preset", choices=sorted(PRESETS), help="hyperparameter preset (default 'default'; with "
+                   "--network and no preset: that family's preset, mlp-afterstate for --network mlp --afterstate)")
+    t.add_argument("--config", type=Path, metavar="FILE",
+                   help="take scheme, workers, preset, config (a table of TrainConfig fields) and options (a table "
+                        "of the scheme's options) from FILE: TOML or JSON, or a finished run's summary.json (or its "
+                        "directory) to rerun that configuration; flags given here override the file (a budget flag "
+                        "replaces the file's budget; another --scheme leaves out the file's options)")
+    t.add_argument("--minutes", type=_positive_float,
+                   help="wall-clock budget in minutes (--max-seconds in minutes)")
     t.add_argument("--backend", choices=["loky", "dask"],
                    help="where the workers run: loky (local processes, the default) or dask (a dask.distributed "
                         "cluster; needs the 'cluster' extra). Not for serial or shared")
@@ -116,36 +95,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds between checkpoints in the run directory (default 300; 0 = about every second; "
                         "a checkpoint is also written at the end, on Ctrl-C and on Stop)")
     t.add_argument("--resume", type=Path, metavar="DIR",
-                   help="continue the run in DIR from its checkpoint (same scheme, workers, preset and options); "
-                        "with --env-steps N / --minutes M: N more env steps / M more minutes, else the rest of "
-                        "its budget")
+                   help="continue the run in DIR from its checkpoint (same scheme, workers, config and options); "
+                        "with --env-steps N / --minutes M / --max-seconds S: N more env steps / M more minutes / "
+                        "S more seconds, else the rest of its budget")
     t.add_argument("--eval-games", type=_nonneg_int, default=100,
                    help="greedy games played after training for the summary (0 = none; default 100)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true",
                    help="write no TensorBoard event files (default: DIR/tb/, about once a second; "
                         "watch with tensorboard --logdir runs/)")
-    so = t.add_argument_group("scheme options (each only for the schemes named)")
-    so.add_argument("--sync", metavar="{none,periodic,final,weighted,best}",
-                    help="independent: when learners share weights (default periodic)")
-    so.add_argument("--sync-every", type=_positive_int, metavar="N",
-                    help="independent: updates of each learner between syncs (default 500)")
-    so.add_argument("--final-fraction", type=_fraction, metavar="F",
-                    help="independent with --sync final: share only in the last F of the budget (default 0.25)")
-    so.add_argument("--temperature", type=_positive_float, metavar="T",
-                    help="independent with --sync weighted: softmax temperature in points of score (default 500)")
-    so.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
-                    help="shared: serialise updates with a lock (default), or --no-lock for Hogwild")
-    so.add_argument("--weights-every", type=_positive_int, metavar="N",
-                    help="actors: learner updates between weight broadcasts to the actors (default 50)")
-    so.add_argument("--min-replay-ratio", type=_nonneg_float, metavar="R",
-                    help="actors: actors pause while the learner trains fewer samples per env step than R "
-                         "(default: half the replay ratio; the replay ratio itself holds it exactly; 0 = never)")
-    so.add_argument("--actor-epsilon", type=_actor_epsilon, metavar="{schedule,apex,E1,E2,...}",
-                    help="actors: exploration per actor: the preset's decaying schedule (default), Ape-X's fixed "
-                         "0.4**(1+7i/(K-1)), or one number per actor")
-    so.add_argument("--lockstep", action="store_true", default=None,
-                    help="actors: wait for the learner after every step (no overlap; 1 worker = serial)")
+    _add_flags(t.add_argument_group("config (TrainConfig fields; default: the preset's, else TrainConfig's)"),
+               specs(TrainConfig).values())
+    for name, declared in scheme_flags().items():
+        _add_flags(t.add_argument_group(f"{name} options (only with --scheme {name})"), declared.values(),
+                   defaults=True)
 
     e = sub.add_parser("evaluate", help="greedy play of a trained run (or a reference policy)")
     e.add_argument("run", type=_run_or_policy, help="run directory, or 'random' / 'corner'")
@@ -219,23 +182,166 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _config_from_args(args: argparse.Namespace):
-    from .config import TrainConfig, family_preset
+def _flag_name(spec: Spec) -> str:
+    """The flag as errors name it: ``--sync-every``, ``--lock/--no-lock``."""
+    return f"{spec.flag}/--no-{spec.flag[2:]}" if spec.kind == "bool" else spec.flag
 
-    overrides: dict[str, Any] = {"seed": 0 if args.seed is None else args.seed}
-    if args.minutes is not None or args.env_steps is not None:
-        overrides["max_seconds"] = None if args.minutes is None else args.minutes * 60.0
-        overrides["total_env_steps"] = args.env_steps
-    if args.batch_size is not None:
-        overrides["batch_size"] = args.batch_size
-    if args.n_envs is not None:
-        overrides["n_envs"] = args.n_envs
-    for name in ("replay_ratio", "network", "ntuples", "afterstate", "augment_symmetry", "optimizer", "lr"):
-        if getattr(args, name) is not None:
-            overrides[name] = getattr(args, name)
+
+def _flag_type(spec: Spec):
+    """An argparse type reading ``spec``'s value from text (see :meth:`dqnlab.options.Spec.from_text`)."""
+
+    def parse(text: str):
+        try:
+            return spec.from_text(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def _add_flags(group, declared, defaults: bool = False) -> None:
+    """One flag per declaration in ``declared`` (dest: the field's name; not given: no attribute, so that
+    ``none`` is a value):
+    ``--name VALUE``, or ``--name/--no-name`` for a bool; help: the doc, unit, when it
+    applies and, with ``defaults``, the default."""
+    for spec in declared:
+        notes = [spec.unit] if spec.unit else []
+        if spec.kind != "bool" and not spec.choices:
+            notes.append(spec.allowed)
+        if spec.applies is not None:
+            notes.append(f"only with {spec.applies.text(lambda n: '--' + n.replace('_', '-'), str)}")
+        if defaults and spec.default is not dataclasses.MISSING:
+            notes.append(f"default {spec.to_text(spec.default)}")
+        text = (spec.doc + (f" ({'; '.join(notes)})" if notes else "")).replace("%", "%%")
+        if spec.kind == "bool":
+            group.add_argument(spec.flag, dest=spec.name, action=argparse.BooleanOptionalAction,
+                               default=argparse.SUPPRESS, help=text)
+            continue
+        if spec.choices:
+            metavar = "{" + ",".join(map(str, spec.choices)) + (",E1,E2,..." if spec.kind == "custom" else "") + "}"
+        else:
+            metavar = {"int": "N", "float": "X", "ints": "N,N,...", "dict": "JSON"}.get(spec.kind, spec.name.upper())
+        group.add_argument(spec.flag, dest=spec.name, type=_flag_type(spec), default=argparse.SUPPRESS, help=text,
+                           metavar=metavar + ("|none" if spec.nullable else ""))
+
+
+def scheme_flags() -> dict[str, dict[str, Spec]]:
+    """Each scheme with options -> the declarations of its options (their flags are
+    ``train``'s scheme options).
+
+    Raises
+    ------
+    TypeError
+        If two schemes declare one option name differently, or an option is named like
+        a TrainConfig field (one flag each).
+    """
+    from .config import TrainConfig
+    from .options import specs
+    from .schemes import SCHEMES
+
+    seen: dict[str, Spec] = dict(specs(TrainConfig))
+    out: dict[str, dict[str, Spec]] = {}
+    for name, module in SCHEMES.items():
+        declared = specs(module.Options)
+        for option, spec in declared.items():
+            if seen.setdefault(option, spec) != spec:
+                raise TypeError(f"option {option!r} of scheme {name!r} is declared differently elsewhere")
+        fresh = {option: spec for option, spec in declared.items() if all(
+            option not in specs(SCHEMES[other].Options) for other in out)}
+        if fresh:
+            out[name] = fresh
+    return out
+
+
+def _given(args: argparse.Namespace, declared) -> dict[str, Any]:
+    """The values of ``declared``'s flags given on the command line, checked (a choice is
+    checked here rather than by argparse, so that the error is main's one line, exit 2).
+
+    Raises
+    ------
+    ValueError
+        ``--flag: name must be ..., got ...``.
+    """
+    out = {}
+    for spec in declared:
+        if spec.name in vars(args):
+            try:
+                out[spec.name] = spec.validate(getattr(args, spec.name))
+            except ValueError as e:
+                raise ValueError(f"{_flag_name(spec)}: {e}") from None
+    return out
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The run settings in a ``train --config`` file: its keys among :data:`CONFIG_FILE_KEYS`.
+
+    ``path`` is a TOML (``.toml``) or JSON (``.json``) file, or a run directory (its
+    ``summary.json``, whose other keys, the run's results, are left out). In a TOML
+    file, ``"none"`` stands for None (TOML has no null).
+
+    Raises
+    ------
+    ValueError
+        For a missing or unreadable file, another suffix, an unknown key, or ``config``
+        or ``options`` that are not tables.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    if not p.is_file():
+        raise ValueError(f"--config: no file {str(p)!r}")
+    try:
+        if p.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(p.read_text())
+        elif p.suffix == ".json":
+            data = json.loads(p.read_text())
+        else:
+            raise ValueError("expected a .toml or .json file, or a run directory")
+    except ValueError as e:  # tomllib.TOMLDecodeError and json.JSONDecodeError are ValueErrors
+        raise ValueError(f"--config {str(p)!r}: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {str(p)!r}: expected a table of {list(CONFIG_FILE_KEYS)}")
+    summary = "env_steps" in data and "status" in data  # a run's summary.json
+    unknown = sorted(set(data) - set(CONFIG_FILE_KEYS))
+    if unknown and not summary:
+        raise ValueError(f"--config {str(p)!r}: unknown key(s) {unknown}; allowed: {list(CONFIG_FILE_KEYS)}")
+    for key in ("config", "options"):
+        if not isinstance(data.get(key, {}), dict):
+            raise ValueError(f"--config {str(p)!r}: {key} must be a table of names and values")
+    return {key: data[key] for key in CONFIG_FILE_KEYS if key in data}
+
+
+def _from_file(values: dict[str, Any], declared: dict[str, Spec]) -> dict[str, Any]:
+    """A file's values, with ``"none"`` read as None where a field takes None."""
+    return {k: None if isinstance(v, str) and v.lower() == "none" and k in declared and declared[k].nullable
+            else v for k, v in values.items()}
+
+
+def _config_from_args(args: argparse.Namespace, file: dict[str, Any] | None = None):
+    """The TrainConfig of ``train``'s arguments: the preset, then the ``--config`` file's
+    ``config`` (``file``: read already), then the flags; a budget given by flags
+    (``--env-steps``, ``--max-seconds``, ``--minutes``) replaces the whole budget."""
+    from .config import TrainConfig, family_preset
+    from .options import specs
+
+    if file is None:
+        file = read_config_file(args.config) if args.config is not None else {}
+    declared = specs(TrainConfig)
+    flags = _given(args, declared.values())
+    if args.minutes is not None:
+        if "max_seconds" in flags:
+            raise ValueError("--minutes and --max-seconds cannot be combined (both set the time budget)")
+        flags["max_seconds"] = args.minutes * 60.0
+    if {"total_env_steps", "max_seconds"} & set(flags):
+        flags = {"total_env_steps": None, "max_seconds": None, **flags}
+    values = {**_from_file(file.get("config", {}), declared), **flags}
     # --network without --preset: that family's preset (the default is the n-tuple network's)
-    preset = args.preset or (family_preset(args.network, args.afterstate) if args.network else "default")
-    return TrainConfig.preset(preset, **overrides)
+    network = values.get("network")
+    preset = args.preset or file.get("preset") or (family_preset(network, values.get("afterstate"))
+                                                   if network else "default")
+    return TrainConfig.preset(preset, **values)
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
@@ -256,12 +362,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from .schemes import DivergedError, WorkerError
 
+    file_options: dict[str, Any] = {}
     if args.resume is not None:
         config = _resume_config(args)
     else:
-        args.scheme, args.workers = args.scheme or "serial", args.workers or 1
-        config = _config_from_args(args)
-    options = _scheme_options(args)
+        file = read_config_file(args.config) if args.config is not None else {}
+        scheme = args.scheme or file.get("scheme") or "serial"
+        if scheme == file.get("scheme", scheme):  # the file's options are its scheme's
+            file_options = file.get("options", {})
+        args.scheme, args.workers = scheme, args.workers or file.get("workers") or 1
+        config = _config_from_args(args, file)
+    options = _scheme_options(args, file_options)
     out = args.out or args.resume or Path("runs") / f"{args.scheme}-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.resume is None and any((Path(out) / name).exists() for name in ("checkpoint.pt", "summary.json")):
         raise ValueError(f"--out {str(out)!r} already holds a run; continue it with --resume {str(out)!r} "
@@ -327,48 +438,57 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _resume_config(args: argparse.Namespace):
     """``train --resume DIR``: the checkpoint's config, with the budget extended by
-    ``--env-steps N`` (N more) / ``--minutes M`` (M more); flags that would change
-    the config are errors."""
-    from .runtime.checkpoint import load_checkpoint
+    ``--env-steps N`` (N more), ``--minutes M`` (M more), ``--max-seconds S`` (S more);
+    flags that would change the config are errors."""
     from .config import TrainConfig
+    from .options import specs
+    from .runtime.checkpoint import load_checkpoint
 
-    fixed = {"--preset": args.preset, "--seed": args.seed, "--batch-size": args.batch_size, "--n-envs": args.n_envs,
-             "--replay-ratio": args.replay_ratio, "--network": args.network, "--ntuples": args.ntuples,
-             "--afterstate": args.afterstate,
-             "--augment-symmetry": args.augment_symmetry, "--optimizer": args.optimizer, "--lr": args.lr}
-    given = [flag for flag, value in fixed.items() if value is not None]
+    declared = specs(TrainConfig)
+    flags = _given(args, declared.values())
+    given = [flag for flag, value in (("--preset", args.preset), ("--config", args.config)) if value is not None]
+    given += [_flag_name(declared[name]) for name in flags if name not in ("total_env_steps", "max_seconds")]
     if given:
         raise ValueError(f"{', '.join(given)} cannot be combined with --resume: a resumed run keeps its config "
-                         f"(only the budget may change: --env-steps N or --minutes M for more)")
+                         f"(only the budget may change: --env-steps N, --minutes M or --max-seconds S for more)")
+    if args.minutes is not None and flags.get("max_seconds") is not None:
+        raise ValueError("--minutes and --max-seconds cannot be combined (both set the time budget)")
     ck = load_checkpoint(args.resume)
     args.scheme = args.scheme or ck["scheme"]
     config = TrainConfig.from_dict(ck["config"])
-    if args.env_steps is not None or args.minutes is not None:
+    more_steps = flags.get("total_env_steps")
+    more_s = flags.get("max_seconds") if args.minutes is None else 60.0 * args.minutes
+    if more_steps is not None or more_s is not None:
         config = config.replace(
-            total_env_steps=None if args.env_steps is None else int(ck["env_steps"]) + args.env_steps,
-            max_seconds=None if args.minutes is None else float(ck["loop"]["elapsed"]) + 60.0 * args.minutes)
+            total_env_steps=None if more_steps is None else int(ck["env_steps"]) + more_steps,
+            max_seconds=None if more_s is None else float(ck["loop"]["elapsed"]) + more_s)
     return config
 
 
-def _scheme_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The scheme options the user gave, checked against ``--scheme`` (ValueError if wrong)."""
-    import inspect
-
+def _scheme_options(args: argparse.Namespace, file_options: dict[str, Any]) -> dict[str, Any]:
+    """The scheme options of ``--config``'s ``file_options`` and the flags (which win),
+    checked against ``--scheme`` and against the values of the options they depend on
+    (ValueError naming the flag)."""
+    from .options import specs
     from .schemes import SCHEMES
 
-    given = {name: getattr(args, name) for name in _SCHEME_FLAGS if getattr(args, name) is not None}
-    takes = [name for name in inspect.signature(SCHEMES[args.scheme]).parameters if name in _SCHEME_FLAGS]
-    wrong = [name for name in given if name not in takes]
+    everything = [spec for declared in scheme_flags().values() for spec in declared.values()]
+    given = _given(args, everything)
+    takes = specs(SCHEMES[args.scheme].Options)
+    wrong = [spec for spec in everything if spec.name in given and spec.name not in takes]
     if wrong:
-        flags = ", ".join(_SCHEME_FLAGS[n] for n in wrong)
-        allowed = ", ".join(_SCHEME_FLAGS[n] for n in takes) or "none"
+        flags = ", ".join(_flag_name(spec) for spec in wrong)
+        allowed = ", ".join(_flag_name(spec) for spec in takes.values()) or "none"
         raise ValueError(f"{flags} does not apply to --scheme {args.scheme} (its options: {allowed})")
-    sync = given.get("sync", "periodic")
-    if "final_fraction" in given and sync != "final":
-        raise ValueError(f"--final-fraction applies only with --sync final, not --sync {sync}")
-    if "temperature" in given and sync != "weighted":
-        raise ValueError(f"--temperature applies only with --sync weighted, not --sync {sync}")
-    return given
+    values = {name: spec.default for name, spec in takes.items()}
+    values.update(_from_file(file_options, takes), **given)
+    for name in given:
+        applies = takes[name].applies
+        if applies is not None and not applies.holds(values):
+            dep = takes[applies.name]
+            raise ValueError(f"{_flag_name(takes[name])} applies only with "
+                             f"{applies.text(lambda n: dep.flag, str)}, not {dep.flag} {values[applies.name]}")
+    return {**_from_file(file_options, takes), **given}
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

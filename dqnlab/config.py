@@ -12,9 +12,10 @@ Units used throughout dqnlab:
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from .options import check_fields, option
 
 __all__ = ["TrainConfig", "PRESETS", "family_preset"]
 
@@ -25,13 +26,23 @@ _LOSSES = ("huber", "mse")
 _REWARD_TRANSFORMS = ("none", "log")
 
 
+def _parse_tuples(text: str) -> str | tuple[tuple[int, ...], ...]:
+    """``ntuples`` from text: a set name, or cell tuples ``0,1,2,3;4,5,6,7``."""
+    if "," not in text:
+        return text
+    return tuple(tuple(int(c) for c in t.split(",")) for t in text.split(";"))
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Every hyperparameter of a DQN run, with its unit.
 
     Every scheme takes the same ``TrainConfig``; scheme-specific knobs (worker
     count, sync schedule, ...) are keyword arguments of :func:`dqnlab.train`.
-    Build one directly, or from a preset with :meth:`preset`.
+    Build one directly, or from a preset with :meth:`preset`. Each field is declared
+    once with :func:`dqnlab.options.option` (its doc, unit and allowed values: see the
+    source, :func:`dqnlab.options.specs` or ``python -m dqnlab train --help``, where
+    each field is a flag).
 
     Raises
     ------
@@ -45,107 +56,94 @@ class TrainConfig:
     """
 
     # --- budget -----------------------------------------------------------
-    total_env_steps: int | None = 200_000
-    """Budget in env steps, all boards and workers together; ``None`` = no step budget."""
-    max_seconds: float | None = None
-    """Budget in seconds of wall time; ``None`` = no time budget. The run ends at the first budget hit."""
-    seed: int = 0
-    """Random seed; worker ``k`` derives its own streams from ``(seed, k)``."""
+    total_env_steps: int | None = option(
+        200_000, "Budget in env steps, all boards and workers together; None = no step budget.",
+        unit="env steps", low=1, flag="env-steps")
+    max_seconds: float | None = option(
+        None, "Budget in seconds of wall time; None = no time budget. The run ends at the first budget hit.",
+        unit="seconds", low=0, low_open=True)
+    seed: int = option(0, "Random seed; worker k derives its own streams from (seed, k).", low=0)
 
     # --- game -------------------------------------------------------------
-    n_envs: int = 16
-    """Boards each process steps at once (one batched forward pass per step)."""
-    max_moves: int | None = None
-    """Moves (env steps of one board) after which an episode is truncated; ``None`` = never."""
-    invalid_move_reward: float = 0.0
-    """Reward (points) for a move that changes nothing; the user's trainer used -25."""
-    mask_illegal: bool = True
-    """Act only among moves that change the board (exploration and greedy); False = all four."""
+    n_envs: int = option(16, "Boards each process steps at once (one batched forward pass per step).",
+                         unit="boards", low=1, high=65_536)
+    max_moves: int | None = option(
+        None, "Moves (env steps of one board) after which an episode is truncated; None = never.",
+        unit="moves", low=1)
+    invalid_move_reward: float = option(
+        0.0, "Reward for a move that changes nothing; the user's trainer used -25.", unit="points")
+    mask_illegal: bool = option(
+        True, "Act only among moves that change the board (exploration and greedy); False = all four.")
 
     # --- network ----------------------------------------------------------
-    network: str = "mlp"
-    """Q-function family: ``"mlp"``, ``"cnn"`` or ``"ntuple"`` (see :mod:`dqnlab.agent.networks`)."""
-    encoding: str = "onehot"
-    """``mlp`` input: ``"onehot"`` (16 cells x 18 exponents) or ``"raw"`` (16 tile values)."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Units of each hidden ReLU layer (``mlp``; the dense layers after the convolutions of ``cnn``)."""
-    channels: int = 64
-    """``cnn``: channels of each 1x2 and 2x1 convolution."""
-    ntuples: str | tuple[tuple[int, ...], ...] = "4x6"
-    """``ntuple``: the tuple set, a name in :data:`dqnlab.agent.networks.NTUPLE_SETS` or tuples of cells 0-15."""
-    optimizer: str = "adam"
-    """``"adam"`` or ``"sgd"`` (plain SGD, which ``ntuple`` needs: its lookup tables get sparse gradients)."""
-    lr: float = 1e-3
-    """Learning rate of the optimiser (per update)."""
+    network: str = option("mlp", "Q-function family (see dqnlab.agent.networks).", choices=_NETWORKS)
+    encoding: str = option("onehot", "mlp input: onehot (16 cells x 18 exponents) or raw (16 tile values).",
+                           choices=_ENCODINGS)
+    hidden: tuple[int, ...] = option(
+        (256, 256), "Units of each hidden ReLU layer (mlp; the dense layers after the convolutions of cnn).",
+        unit="units", low=1)
+    channels: int = option(64, "cnn: channels of each 1x2 and 2x1 convolution.", low=1)
+    ntuples: str | tuple[tuple[int, ...], ...] = option(
+        "4x6", "ntuple: the tuple set, a name in dqnlab.agent.networks.NTUPLE_SETS (4x6: 268 MB of tables; "
+        "17x4: 4.5 MB, cheap to ship between processes; 2x4+2x6) or tuples of cells 0-15 (text: 0,1,2,3;4,5,6,7).",
+        parse=_parse_tuples, allowed="a set name or a tuple of cell tuples")
+    optimizer: str = option(
+        "adam", "Optimiser: adam, or sgd (plain SGD, which ntuple needs: its lookup tables get sparse gradients).",
+        choices=_OPTIMIZERS)
+    lr: float = option(1e-3, "Learning rate of the optimiser (per update).", low=0, low_open=True)
 
     # --- afterstates and symmetry -----------------------------------------
-    afterstate: bool = False
-    """Learn V over afterstates (the board after the slide, before the spawn): Q(s, a) = r + V(afterstate(s, a))."""
-    augment_symmetry: bool = False
-    """``mlp``/``cnn``: train each minibatch transition under a random one of the board's 8 symmetries."""
+    afterstate: bool = option(
+        False, "Learn V over afterstates (the board after the slide, before the spawn): "
+        "Q(s, a) = r + V(afterstate(s, a)).")
+    augment_symmetry: bool = option(
+        False, "mlp, cnn: train each minibatch transition under a random one of the board's 8 symmetries.")
 
     # --- DQN --------------------------------------------------------------
-    gamma: float = 0.99
-    """Discount per env step, in [0, 1]."""
-    buffer_size: int = 100_000
-    """Replay buffer capacity in transitions, per learner."""
-    batch_size: int = 128
-    """Transitions in one minibatch (one update)."""
-    learning_starts: int = 5_000
-    """Env steps (per learner) collected before the first update."""
-    replay_ratio: float = 8.0
-    """Minibatch samples trained on per env step (updates per env step x ``batch_size``)."""
-    target_update: int = 1_000
-    """Updates between target-network syncs; 0 = sync at the end of every episode (the user's trainer)."""
-    double_dqn: bool = True
-    """Use the Double DQN target (online net picks, target net evaluates)."""
-    loss: str = "huber"
-    """TD loss: ``"huber"`` (smooth L1, delta 1) or ``"mse"``."""
-    max_grad_norm: float | None = 10.0
-    """Clip the gradient's global L2 norm to this per update; ``None`` = no clipping."""
-    reward_transform: str = "none"
-    """Reward fed to the learner: ``"none"`` (merge points) or ``"log"`` (sign(r) log2(1 + |r|))."""
+    gamma: float = option(0.99, "Discount per env step.", low=0, high=1)
+    buffer_size: int = option(100_000, "Replay buffer capacity, per learner.", unit="transitions", low=1)
+    batch_size: int = option(128, "Transitions in one minibatch (one update), at most buffer_size.",
+                             unit="transitions", low=1)
+    learning_starts: int = option(5_000, "Env steps (per learner) collected before the first update.",
+                                  unit="env steps", low=0)
+    replay_ratio: float = option(
+        8.0, "Minibatch samples trained on per env step (updates per env step x batch_size).",
+        unit="samples per env step", low=0)
+    target_update: int = option(
+        1_000, "Updates between target-network syncs; 0 = sync at the end of every episode (the user's trainer).",
+        unit="updates", low=0)
+    double_dqn: bool = option(True, "Use the Double DQN target (online net picks, target net evaluates).")
+    loss: str = option("huber", "TD loss: huber (smooth L1, delta 1) or mse.", choices=_LOSSES)
+    max_grad_norm: float | None = option(
+        10.0, "Clip the gradient's global L2 norm to this per update; None = no clipping.", low=0, low_open=True)
+    reward_transform: str = option(
+        "none", "Reward fed to the learner: none (merge points) or log (sign(r) log2(1 + |r|)).",
+        choices=_REWARD_TRANSFORMS)
 
     # --- exploration ------------------------------------------------------
-    epsilon_start: float = 1.0
-    """Epsilon of epsilon-greedy acting at the start, in [0, 1]."""
-    epsilon_end: float = 0.01
-    """Final epsilon, in [0, 1]."""
-    epsilon_decay_steps: int = 100_000
-    """Env steps (per learner) of linear decay from start to end; used when ``epsilon_decay_rate`` is None."""
-    epsilon_decay_rate: float | None = None
-    """If set, epsilon is multiplied by this after every update instead (the user's trainer: 0.995)."""
+    epsilon_start: float = option(1.0, "Epsilon of epsilon-greedy acting at the start.", low=0, high=1)
+    epsilon_end: float = option(0.01, "Final epsilon.", low=0, high=1)
+    epsilon_decay_steps: int = option(
+        100_000, "Env steps (per learner) of linear decay from start to end; used when epsilon_decay_rate is None.",
+        unit="env steps", low=1)
+    epsilon_decay_rate: float | None = option(
+        None, "If set, epsilon is multiplied by this after every update instead (the user's trainer: 0.995).",
+        low=0, high=1, low_open=True)
 
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    """Free-form notes kept with the run (not used by training)."""
+    extra: dict[str, Any] = option(doc="Free-form notes kept with the run (not used by training; text: JSON).",
+                                   default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        check_fields(self, "TrainConfig.")
+
         def need(ok: bool, name: str, allowed: str) -> None:
             if not ok:
                 raise ValueError(
                     f"TrainConfig.{name} must be {allowed}, got {getattr(self, name)!r}"
                 )
 
-        def is_int(v: Any) -> bool:
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        def is_num(v: Any) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-        need(self.total_env_steps is None or (is_int(self.total_env_steps) and self.total_env_steps >= 1),
-             "total_env_steps", "an integer >= 1 or None")
-        need(self.max_seconds is None or (is_num(self.max_seconds) and self.max_seconds > 0),
-             "max_seconds", "a number > 0 or None")
         if self.total_env_steps is None and self.max_seconds is None:
             raise ValueError("TrainConfig needs a budget: set total_env_steps and/or max_seconds")
-        need(is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
-        need(is_int(self.n_envs) and 1 <= self.n_envs <= 65_536, "n_envs", "an integer in 1..65536")
-        need(self.max_moves is None or (is_int(self.max_moves) and self.max_moves >= 1),
-             "max_moves", "an integer >= 1 or None")
-        need(is_num(self.invalid_move_reward), "invalid_move_reward", "a finite number")
-        need(self.network in _NETWORKS, "network", f"one of {_NETWORKS}")
-        need(self.encoding in _ENCODINGS, "encoding", f"one of {_ENCODINGS}")
-        need(is_int(self.channels) and self.channels >= 1, "channels", "an integer >= 1")
         from .agent.networks import resolve_tuples  # checks names, lengths and cells
 
         try:
@@ -154,9 +152,6 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.{e}") from None
         if not isinstance(self.ntuples, str):  # lists (from JSON) become tuples, so configs compare and hash
             object.__setattr__(self, "ntuples", tuples)
-        need(self.optimizer in _OPTIMIZERS, "optimizer", f"one of {_OPTIMIZERS}")
-        need(isinstance(self.afterstate, bool), "afterstate", "True or False")
-        need(isinstance(self.augment_symmetry, bool), "augment_symmetry", "True or False")
         if self.network == "ntuple":
             need(self.optimizer == "sgd", "optimizer", "'sgd' with network='ntuple' (its tables get sparse gradients)")
             need(self.max_grad_norm is None, "max_grad_norm", "None with network='ntuple' (sparse gradients)")
@@ -165,31 +160,7 @@ class TrainConfig:
         if self.afterstate:
             need(self.mask_illegal, "mask_illegal", "True with afterstate=True (a move that changes nothing "
                  "has no afterstate of its own)")
-        need(isinstance(self.hidden, tuple) and len(self.hidden) >= 1
-             and all(is_int(h) and h >= 1 for h in self.hidden),
-             "hidden", "a non-empty tuple of integers >= 1")
-        need(is_num(self.lr) and self.lr > 0, "lr", "a number > 0")
-        need(is_num(self.gamma) and 0 <= self.gamma <= 1, "gamma", "a number in [0, 1]")
-        need(is_int(self.buffer_size) and self.buffer_size >= 1, "buffer_size", "an integer >= 1")
-        need(is_int(self.batch_size) and 1 <= self.batch_size <= self.buffer_size,
-             "batch_size", f"an integer in 1..buffer_size ({self.buffer_size})")
-        need(is_int(self.learning_starts) and self.learning_starts >= 0,
-             "learning_starts", "an integer >= 0")
-        need(is_num(self.replay_ratio) and self.replay_ratio >= 0, "replay_ratio", "a number >= 0")
-        need(is_int(self.target_update) and self.target_update >= 0, "target_update", "an integer >= 0")
-        need(isinstance(self.double_dqn, bool), "double_dqn", "True or False")
-        need(isinstance(self.mask_illegal, bool), "mask_illegal", "True or False")
-        need(self.loss in _LOSSES, "loss", f"one of {_LOSSES}")
-        need(self.max_grad_norm is None or (is_num(self.max_grad_norm) and self.max_grad_norm > 0),
-             "max_grad_norm", "a number > 0 or None")
-        need(self.reward_transform in _REWARD_TRANSFORMS, "reward_transform", f"one of {_REWARD_TRANSFORMS}")
-        for name in ("epsilon_start", "epsilon_end"):
-            need(is_num(getattr(self, name)) and 0 <= getattr(self, name) <= 1, name, "a number in [0, 1]")
-        need(is_int(self.epsilon_decay_steps) and self.epsilon_decay_steps >= 1,
-             "epsilon_decay_steps", "an integer >= 1")
-        need(self.epsilon_decay_rate is None
-             or (is_num(self.epsilon_decay_rate) and 0 < self.epsilon_decay_rate <= 1),
-             "epsilon_decay_rate", "a number in (0, 1] or None")
+        need(self.batch_size <= self.buffer_size, "batch_size", f"an integer in 1..buffer_size ({self.buffer_size})")
 
     # ------------------------------------------------------------------
     @classmethod

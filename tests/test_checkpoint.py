@@ -323,7 +323,7 @@ def test_train_rejects_bad_run_arguments(kwargs, match, cfg):
 
 def test_every_scheme_checkpoints():
     # train() hands every scheme its checkpointer
-    assert all("_checkpoint" in inspect.signature(fn).parameters for fn in SCHEMES.values())
+    assert all("_checkpoint" in inspect.signature(module.run).parameters for module in SCHEMES.values())
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -99,3 +99,150 @@ def test_train_refuses_to_overwrite_a_run(tmp_path, capsys):
 def test_argparse_errors_are_one_line():
     r = _cli("train", "--workers", "0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("dqnlab: error: train:")
+
+
+# ------------------------------------------------------------------------ generated flags
+def _sample(spec):
+    """A valid value of ``spec`` other than its default, and its command-line text."""
+    if spec.kind == "bool":
+        return not spec.default, None
+    if spec.choices:
+        value = next(c for c in reversed(spec.choices) if c != spec.default)
+        return value, str(value)
+    if spec.kind == "int":
+        value = (spec.low or 0) + 3
+    elif spec.kind == "float":
+        value = 0.5 if spec.high == 1 else (spec.low or 0) + 2.5
+    elif spec.kind == "ints":
+        value = (64, 32)
+    elif spec.kind == "dict":
+        value = {"note": "x", "n": 2}
+    else:  # ntuples
+        value = ((0, 1, 2, 3), (4, 5, 6, 7))
+    return value, spec.to_text(value)
+
+
+def test_every_config_field_is_a_flag_that_round_trips():
+    from dqnlab.cli import _given, _parser
+    from dqnlab.config import TrainConfig
+    from dqnlab.options import specs
+
+    declared = specs(TrainConfig)
+    for name, spec in declared.items():
+        value, text = _sample(spec)
+        if text is None:
+            argv = [spec.flag if value else f"--no-{spec.flag[2:]}"]
+        else:
+            argv = [spec.flag, text]
+        args = _parser().parse_args(["train", *argv])
+        assert _given(args, declared.values()) == {name: value}, name
+        if spec.nullable:
+            args = _parser().parse_args(["train", spec.flag, "none"])
+            assert getattr(args, name) is None and name in vars(args)
+    args = _parser().parse_args(["train", "--preset", "mlp", "--hidden", "64,32", "--no-double-dqn", "--lr", "0.01",
+                                 "--max-grad-norm", "none", "--gamma", "0.9", "--ntuples", "17x4"])
+    from dqnlab.cli import _config_from_args
+
+    c = _config_from_args(args)
+    assert (c.hidden, c.double_dqn, c.lr, c.max_grad_norm, c.gamma, c.ntuples) == ((64, 32), False, 0.01, None, 0.9,
+                                                                                  "17x4")
+    assert c.replay_ratio == TrainConfig.preset("mlp").replay_ratio  # the rest: the preset's
+
+
+def test_help_shows_every_field_and_option_with_its_doc():
+    from dqnlab.cli import scheme_flags
+    from dqnlab.config import TrainConfig
+    from dqnlab.options import specs
+
+    r = _cli("train", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())  # argparse wraps lines
+    for spec in [*specs(TrainConfig).values(), *(s for d in scheme_flags().values() for s in d.values())]:
+        assert spec.flag in text and " ".join(spec.doc.split()) in text, spec.name
+    assert "--double-dqn, --no-double-dqn" in text and "--hidden N,N,..." in text and "--max-moves N|none" in text
+    assert "independent options (only with --scheme independent)" in text
+    assert "(updates; an integer >= 1; only with --sync other than none; default 500)" in text
+    assert "{none,periodic,final,weighted,best}" in text
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--gamma", "2"], "argument --gamma: expected a number in [0, 1], got '2'"),
+    (["--hidden", "64,x"], "argument --hidden: expected a non-empty tuple of integers >= 1, got '64,x'"),
+    (["--max-moves", "never"], "argument --max-moves: expected an integer >= 1 or None, got 'never'"),
+    (["--actor-epsilon", "0.1,2"], "argument --actor-epsilon: expected one of ['schedule', 'apex'] or numbers"),
+])
+def test_bad_flag_values_are_one_line_naming_the_flag(argv, needle):
+    r = _cli("train", *argv)
+    assert r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--loss", "l1"], "--loss: loss must be one of ['huber', 'mse'], got 'l1'"),
+    (["--scheme", "independent", "--sync", "none", "--sync-every", "5"],
+     "--sync-every applies only with --sync other than none, not --sync none"),
+    (["--scheme", "actors", "--lock"], "--lock/--no-lock does not apply to --scheme actors (its options: "
+                                       "--weights-every, --min-replay-ratio, --actor-epsilon"),
+    (["--minutes", "1", "--max-seconds", "5"], "--minutes and --max-seconds cannot be combined"),
+])
+def test_bad_combinations_are_one_line_errors(capsys, argv, needle):
+    assert main(["train", "--env-steps", "100", "--eval-games", "0", "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------ --config
+def _config(tmp_path, argv):
+    from dqnlab.cli import _config_from_args, _parser, _scheme_options, read_config_file
+
+    args = _parser().parse_args(["train", *argv])
+    file = read_config_file(args.config)
+    args.scheme = args.scheme or file.get("scheme", "serial")
+    options = file.get("options", {}) if args.scheme == file.get("scheme", args.scheme) else {}
+    return _config_from_args(args, file), _scheme_options(args, options), file
+
+
+def test_config_from_toml_and_json_with_flags_overriding(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('scheme = "independent"\nworkers = 2\npreset = "mlp"\n\n[config]\nlr = 0.002\nhidden = [64, 64]\n'
+                    'max_moves = "none"\nbatch_size = 64\n\n[options]\nsync = "final"\nfinal_fraction = 0.5\n')
+    config, options, file = _config(tmp_path, ["--config", str(toml), "--lr", "0.01", "--sync-every", "9"])
+    assert (file["scheme"], file["workers"]) == ("independent", 2)
+    assert (config.lr, config.hidden, config.max_moves, config.batch_size) == (0.01, (64, 64), None, 64)
+    assert config.n_envs == 32  # the mlp preset's
+    assert options == {"sync": "final", "final_fraction": 0.5, "sync_every": 9}
+    js = tmp_path / "run.json"
+    js.write_text(json.dumps({"preset": "seed", "config": {"seed": 7, "total_env_steps": 500}}))
+    config, options, _ = _config(tmp_path, ["--config", str(js), "--minutes", "2"])
+    assert (config.seed, config.encoding, config.max_seconds, config.total_env_steps) == (7, "raw", 120.0, None)
+    assert options == {}
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('[config]\nlr = -1\n', "TrainConfig.lr must be a number > 0, got -1"),
+    ('[config]\nbatchsize = 3\n', "unknown TrainConfig field(s) ['batchsize']"),
+    ('schem = "serial"\n', "unknown key(s) ['schem']"),
+    ('scheme = "serial"\n[options]\nsync = "none"\n', "does not take option(s) ['sync']"),
+    ('config = [1\n', "--config"),
+])
+def test_bad_config_files_are_one_line_errors(tmp_path, capsys, text, needle):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    assert main(["train", "--config", str(path), "--env-steps", "100", "--eval-games", "0", "--no-progress",
+                 "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
+    first = tmp_path / "first"
+    assert main(["train", "--preset", "mlp", "--scheme", "independent", "--workers", "2", "--env-steps", "400",
+                 "--n-envs", "4", "--batch-size", "16", "--hidden", "16", "--sync", "best", "--sync-every", "7",
+                 "--eval-games", "0", "--no-progress", "--no-tensorboard", "--out", str(first)]) == 0
+    again = tmp_path / "again"
+    assert main(["train", "--config", str(first), "--seed", "3", "--eval-games", "0", "--no-progress",
+                 "--no-tensorboard", "--out", str(again)]) == 0
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (first, again))
+    assert (b["scheme"], b["workers"], b["options"]) == (a["scheme"], a["workers"], a["options"])
+    assert b["options"]["sync"] == "best" and b["options"]["sync_every"] == 7
+    assert b["config"] == {**a["config"], "seed": 3}  # the flag overrides the file
+    assert b["env_steps"] == 400

@@ -484,9 +484,8 @@ def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
     import dqnlab.schemes.sharded as sharded
 
     real = sharded.run
-    monkeypatch.setitem(SCHEMES, "sharded", lambda config, **kw: real(
-        config, **kw, _fault={"worker": 1, "after_updates": 30}))
-    monkeypatch.setattr(sharded, "run", real)
+    monkeypatch.setattr(sharded, "run", lambda config, options, **kw: real(
+        config, options, **kw, _fault={"worker": 1, "after_updates": 30}))
     out = tmp_path / "run"
     code = main(["train", "--preset", "mlp", "--scheme", "sharded", "--workers", "2", "--env-steps", "20000",
                  "--n-envs", "4",

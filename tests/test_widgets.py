@@ -2,6 +2,8 @@
 
 import math
 import time
+import types
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -13,42 +15,42 @@ import dqnlab  # noqa: E402
 from dqnlab.ui import panels as widgets  # noqa: E402
 from dqnlab.experiments.budgets import explore_config  # noqa: E402
 from dqnlab.plots import LiveFigure  # noqa: E402
+from dqnlab.options import SchemeOptions, option, unless, when  # noqa: E402
 from dqnlab.schemes import serial  # noqa: E402
 
 
-def fake_run(config, *, workers=1, progress=True, callback=None, sync: str = "periodic", sync_every: int = 100,
-             final_fraction: float = 0.25, lock: bool = True, ratio: float | None = None, _fault=None):
-    """A scheme for tests: serial training that records the options it was given.
+@dataclass(frozen=True)
+class FakeOptions(SchemeOptions):
+    """Options of the scheme for tests."""
 
-    Parameters
-    ----------
-    sync : {"none", "periodic", "final"}
-        Sync schedule.
-    sync_every : int
-        Updates between syncs.
-    final_fraction : float
-        Last fraction of the budget in which ``final`` syncs.
-    lock : bool
-        Use a lock.
-    ratio : float, optional
-        A number or None (default).
-    """
-    if sync_every < 1:
-        raise ValueError(f"sync_every must be an integer >= 1, got {sync_every!r}")
+    sync: str = option("periodic", "Sync schedule.", choices=("none", "periodic", "final"))
+    sync_every: int = option(100, "Updates between syncs.", unit="updates", low=1, applies=unless("sync", "none"))
+    final_fraction: float = option(0.25, "Last fraction of the budget in which final syncs.", low=0, high=1,
+                                   low_open=True, applies=when("sync", "final"))
+    lock: bool = option(True, "Use a lock.")
+    ratio: float | None = option(None, "A number or None (default).", low=0)
+
+
+def fake_run(config, options, *, workers=1, progress=True, callback=None, _fault=None):
+    """A scheme for tests: serial training that records the options it was given."""
     if _fault:
         err = RuntimeError("worker 1 failed")
-        err.partial = serial.run(config, progress=False)
+        err.partial = serial.run(config, serial.Options(), progress=False)
         raise err
-    run = serial.run(config, progress=progress, callback=callback)
+    run = serial.run(config, serial.Options(), progress=progress, callback=callback)
     run.workers = workers
-    run.options = {"sync": sync, "sync_every": sync_every, "final_fraction": final_fraction, "lock": lock,
-                   "ratio": ratio}
+    run.options = options.to_dict()
     return run
+
+
+def fake_module(run=fake_run):
+    """A scheme module (as :data:`dqnlab.SCHEMES` holds them) of ``FakeOptions`` and ``run``."""
+    return types.SimpleNamespace(__doc__="``fake``: a scheme for tests.", Options=FakeOptions, run=run)
 
 
 @pytest.fixture
 def fake_scheme(monkeypatch):
-    monkeypatch.setitem(dqnlab.SCHEMES, "fake", fake_run)
+    monkeypatch.setitem(dqnlab.SCHEMES, "fake", fake_module())
     return "fake"
 
 
@@ -72,7 +74,7 @@ def test_smoke_flag_and_budget(monkeypatch):
     assert not widgets.smoke_mode()
 
 
-def test_options_come_from_the_schemes_signature(fake_scheme):
+def test_options_come_from_the_schemes_declaration(fake_scheme):
     opts = widgets.scheme_options(fake_scheme)
     assert list(opts) == ["sync", "sync_every", "final_fraction", "lock", "ratio"]  # no config/callback/_fault
     assert opts["sync"]["kind"] == "choice" and opts["sync"]["choices"] == ["none", "periodic", "final"]
@@ -81,6 +83,12 @@ def test_options_come_from_the_schemes_signature(fake_scheme):
     assert opts["sync_every"]["doc"] == "Updates between syncs."
     assert opts["ratio"]["kind"] == "optional float" and opts["ratio"]["default"] is None
     assert widgets.scheme_options("serial") == {}
+    panel = widgets.control_panel(fake_scheme, explore_config(smoke=True))
+    w = panel.options["sync_every"]  # the declaration's doc is the tooltip, its name and unit the label
+    assert (w.tooltip, w.description) == ("Updates between syncs.", "sync every (updates)")
+    actors = widgets.scheme_options("actors")
+    assert actors["actor_epsilon"]["choices"] == ["schedule", "apex"] and actors["learner_threads"]["kind"] == \
+        "optional int"
     for name in dqnlab.SCHEMES:  # every real scheme builds a panel
         widgets.control_panel(name, explore_config(smoke=True))
 
@@ -206,7 +214,7 @@ def test_optional_numbers_are_parsed_and_bad_text_is_reported(fake_scheme, confi
 def test_a_failed_run_keeps_its_partial_result(fake_scheme, config, monkeypatch):
     import functools
 
-    monkeypatch.setitem(dqnlab.SCHEMES, "fake", functools.wraps(fake_run)(functools.partial(fake_run, _fault=True)))
+    monkeypatch.setitem(dqnlab.SCHEMES, "fake", fake_module(functools.partial(fake_run, _fault=True)))
     panel = widgets.control_panel("fake", config)
     panel.run_button.click()
     _finish(panel)

@@ -77,7 +77,8 @@ import os
 import queue
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import joblib
@@ -89,6 +90,7 @@ from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
 from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..game import VecGame2048, legal_actions_batch
+from ..options import SchemeOptions, option
 from ..replay import ReplayBuffer
 from ..runtime.results import RunResult
 from .base import Progress, RunLoop, episodes_frame, mean_diagnostics, worker_seeds
@@ -96,7 +98,6 @@ from .parallel import (
     Channel,
     DivergedError,
     TaskGroup,
-    check_bool,
     check_fault,
     check_int,
     drive_tasks,
@@ -104,13 +105,48 @@ from .parallel import (
     torch_threads,
 )
 
-__all__ = ["run", "apex_epsilons", "APEX_EPSILON", "APEX_ALPHA", "ACTOR_EPSILONS"]
+__all__ = ["Options", "run", "apex_epsilons", "APEX_EPSILON", "APEX_ALPHA", "ACTOR_EPSILONS"]
 
 #: Base epsilon and spread of Ape-X's per-actor exploration (Horgan et al. 2018).
 APEX_EPSILON = 0.4
 APEX_ALPHA = 7.0
 #: Named choices of ``actor_epsilon`` (a list of K numbers is also accepted).
 ACTOR_EPSILONS = ("schedule", "apex")
+
+
+def _epsilons_value(value: Any) -> str | tuple[float, ...]:
+    """``actor_epsilon`` normalised: a name of :data:`ACTOR_EPSILONS`, or a non-empty tuple of
+    numbers in [0, 1] (their count is checked against the actors in :func:`run`)."""
+    if isinstance(value, str):
+        if value not in ACTOR_EPSILONS:
+            raise ValueError(value)
+        return value
+    values = tuple(float(e) for e in value)
+    if not values or not all(0.0 <= e <= 1.0 for e in values):
+        raise ValueError(value)
+    return values
+
+
+@dataclass(frozen=True)
+class Options(SchemeOptions):
+    """Options of ``actors`` (keyword arguments of :func:`dqnlab.train`)."""
+
+    weights_every: int = option(50, "Learner updates between weight broadcasts to the actors.", unit="updates",
+                                low=1)
+    min_replay_ratio: float | None = option(
+        None, "Actors pause while the learner has trained fewer samples per env step than this (after learning "
+        "starts, beyond a slack of SLACK_UPDATES updates), at most config.replay_ratio; None: half of it; "
+        "replay_ratio holds the ratio exactly; 0 never throttles.", low=0)
+    actor_epsilon: str | tuple[float, ...] = option(
+        "schedule", "Exploration of each actor: the config's decaying schedule, Ape-X's fixed spread "
+        "0.4**(1+7i/(K-1)), or one number per actor.", choices=ACTOR_EPSILONS,
+        parse=lambda text: text if text in ACTOR_EPSILONS else tuple(float(x) for x in text.split(",")),
+        check=_epsilons_value, allowed=f"one of {list(ACTOR_EPSILONS)} or numbers in [0, 1], one per actor")
+    lockstep: bool = option(False, "Actors wait for the learner after every step (no overlap; 1 worker = serial).")
+    learner_threads: int | None = option(
+        None, "PyTorch threads of the learner during the run (restored afterwards); None: the cores the actors "
+        "leave, max(1, cores - workers), at most torch_threads(1), when they run on this machine; unchanged "
+        "on a Dask cluster.", low=1)
 #: Learner updates of headroom before a throttled actor pauses.
 SLACK_UPDATES = 32
 #: Seconds an actor gathers transitions before sending them (at most).
@@ -139,10 +175,8 @@ def apex_epsilons(workers: int, epsilon: float = APEX_EPSILON, alpha: float = AP
     return [float(epsilon ** (1 + alpha * i / (workers - 1))) for i in range(workers)]
 
 
-def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
-        callback: Callable[[RunResult], Any] | None = None, weights_every: int = 50,
-        min_replay_ratio: float | None = None, actor_epsilon: str | Sequence[float] = "schedule",
-        lockstep: bool = False, learner_threads: int | None = None,
+def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
+        callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one learner (this process) on the transitions of ``workers`` parallel actors.
 
@@ -159,24 +193,9 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         Show a progress bar.
     callback : callable, optional
         ``callback(snapshot: RunResult)`` about once a second; return True to stop.
-    weights_every : int
-        Learner updates between weight broadcasts to the actors (default 50).
-    min_replay_ratio : float, optional
-        Actors pause while the learner has trained fewer samples per env step than
-        this (after learning starts, beyond a slack of :data:`SLACK_UPDATES` updates;
-        they go on at half the slack).
-        In ``[0, replay_ratio]``; default ``replay_ratio / 2``; ``replay_ratio`` holds
-        the ratio exactly; 0 never throttles.
-    actor_epsilon : {"schedule", "apex"} or sequence of float
-        Exploration of each actor: the config's decaying schedule (default), Ape-X's
-        fixed spread (:func:`apex_epsilons`), or K fixed numbers in [0, 1].
-    lockstep : bool
-        Actors wait for the learner after every step (no overlap); default False.
-    learner_threads : int, optional
-        PyTorch threads of the learner during the run (restored afterwards). Default:
-        the cores the actors leave, ``max(1, cores - workers)``, when the actors run
-        on this machine, and at most :func:`~dqnlab.schemes.parallel.torch_threads`
-        ``(1)`` (1 under passive OpenMP waiting); unchanged when they run on a Dask cluster.
+    options : Options
+        Weight broadcasts, throttle, exploration, lockstep and the learner's threads (see
+        :class:`Options`).
 
     Returns
     -------
@@ -199,7 +218,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     Raises
     ------
     ValueError
-        For an out-of-range option (the message names it).
+        If ``options.min_replay_ratio`` exceeds ``config.replay_ratio``, ``options.actor_epsilon``
+        does not give one number per actor, or ``total_env_steps`` < ``workers``.
     WorkerError
         If an actor fails; ``err.partial`` holds every game gathered until then.
     DivergedError
@@ -216,32 +236,27 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     is exact as well (with one actor: the same games and weights as a run that did
     not stop); otherwise it depends on timing, as every ``actors`` run does.
     """
-    check_int("weights_every", weights_every)
-    check_bool("lockstep", lockstep)
     ratio = float(config.replay_ratio)
-    if min_replay_ratio is None:
+    if options.min_replay_ratio is None:
         min_ratio = ratio / 2.0
+    elif options.min_replay_ratio > ratio:
+        raise ValueError(f"min_replay_ratio must be a number in [0, replay_ratio] = [0, {ratio:g}], "
+                         f"got {options.min_replay_ratio!r}")
     else:
-        number = isinstance(min_replay_ratio, (int, float, np.integer, np.floating)) and not isinstance(
-            min_replay_ratio, bool)
-        if not number or not math.isfinite(min_replay_ratio) or not 0 <= min_replay_ratio <= ratio:
-            raise ValueError(f"min_replay_ratio must be a number in [0, replay_ratio] = [0, {ratio:g}], "
-                             f"got {min_replay_ratio!r}")
-        min_ratio = float(min_replay_ratio)
-    epsilons = _actor_epsilons(actor_epsilon, workers)
-    if learner_threads is not None:
-        check_int("learner_threads", learner_threads)
+        min_ratio = float(options.min_replay_ratio)
+    epsilons = _actor_epsilons(options.actor_epsilon, workers)
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
 
     from .cluster import active_dask_client
 
     remote = active_dask_client() is not None
-    options = {"weights_every": weights_every, "min_replay_ratio": min_ratio,
-               "actor_epsilon": actor_epsilon if isinstance(actor_epsilon, str) else list(epsilons),
-               "lockstep": lockstep}
-    threads = learner_threads or (None if remote else min(torch_threads(1), max(1, joblib.cpu_count() - workers)))
-    learner = _Learner(config, workers, weights_every, min_ratio, lockstep)
+    reported = {"weights_every": options.weights_every, "min_replay_ratio": min_ratio,
+                "actor_epsilon": options.actor_epsilon if isinstance(options.actor_epsilon, str) else list(epsilons),
+                "lockstep": options.lockstep}
+    threads = options.learner_threads or (
+        None if remote else min(torch_threads(1), max(1, joblib.cpu_count() - workers)))
+    learner = _Learner(config, workers, options.weights_every, min_ratio, options.lockstep)
     resumed = _checkpoint.state if _checkpoint is not None else None
     if resumed is not None:
         if len(resumed["actors"]) != workers:
@@ -252,7 +267,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     group: TaskGroup | None = None
 
     def result(status: str | None = None) -> RunResult:
-        return learner.result(loop, options, status, group, remote)
+        return learner.result(loop, reported, status, group, remote)
 
     def checkpoint(states: dict[int, Any]) -> None:
         loop.write_checkpoint(learner.checkpoint(states))
@@ -266,8 +281,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     chunk = MAX_CHUNK if min_ratio <= 0 else int(SLACK_UPDATES * config.batch_size / min_ratio / (2 * workers))
     chunk = max(config.n_envs, min(MAX_CHUNK, chunk))
     kwargs = [dict(config=config, worker=k, workers=workers, budget=budgets[k], t0_wall=t0_wall, weights=init,
-                   epsilon=epsilons[k], lockstep=lockstep, max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
-                   checkpointing=_checkpoint is not None, paused=learner.paused,
+                   epsilon=epsilons[k], lockstep=options.lockstep, max_chunk=chunk, parent_pid=os.getpid(),
+                   fault=_fault, checkpointing=_checkpoint is not None, paused=learner.paused,
                    resume=None if resumed is None else resumed["actors"][k])
               for k in range(workers)]
     before = torch.get_num_threads()

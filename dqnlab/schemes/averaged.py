@@ -18,15 +18,22 @@ faster games -- as the user expected ("does not improve per-episode training tim
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import TrainConfig
+from ..options import SchemeOptions
 from ..replay import Minibatch
 from ..runtime.results import RunResult
 from .base import Learner
 from .parallel import run_rounds
 
-__all__ = ["run", "draw_minibatches"]
+__all__ = ["Options", "run", "draw_minibatches"]
+
+
+@dataclass(frozen=True)
+class Options(SchemeOptions):
+    """``averaged`` takes no options."""
 
 
 def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:
@@ -38,7 +45,7 @@ def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:
     return [learner.buffer.sample(learner.config.batch_size) for _ in range(k)]
 
 
-def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
+def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update averages K workers' steps on K minibatches.
@@ -47,6 +54,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     ----------
     config : TrainConfig
         ``batch_size`` is each worker's minibatch ``B``; the effective batch is K x B.
+    options : Options
+        Empty: the scheme takes none (see :class:`Options`).
     workers : int
         K worker processes (>= 1). With K = 1 the step runs in this process and the
         update equals serial's (same minibatch, same Adam step).

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -49,6 +50,7 @@ import pandas as pd
 from ..agent.dqn import DQNAgent
 from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
+from ..options import SchemeOptions, option, unless, when
 from ..runtime.results import RunResult
 from .base import (
     DIAGNOSTICS,
@@ -66,10 +68,7 @@ from .parallel import (
     Channel,
     SyncSchedule,
     TaskGroup,
-    check_choice,
     check_fault,
-    check_int,
-    check_number,
     combine_weights,
     divergence,
     drive_tasks,
@@ -77,14 +76,30 @@ from .parallel import (
     torch_threads,
 )
 
-__all__ = ["run"]
+__all__ = ["Options", "run"]
 
 
-def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
-        callback: Callable[[RunResult], Any] | None = None, sync: str = "periodic", sync_every: int = 500,
-        final_fraction: float = 0.25, temperature: float = 500.0,
+@dataclass(frozen=True)
+class Options(SchemeOptions):
+    """Options of ``independent`` (keyword arguments of :func:`dqnlab.train`)."""
+
+    sync: str = option("periodic", "When the learners share weights: never, every sync_every updates, only in "
+                       "the last final_fraction of the budget, weighted by recent score, or the best learner's "
+                       "(see dqnlab.schemes.independent).", choices=SYNC_SCHEDULES)
+    sync_every: int = option(500, "Updates of each learner between check-ins with the parent.", unit="updates",
+                             low=1, applies=unless("sync", "none"))
+    final_fraction: float = option(0.25, "Share only in this last fraction of the budget (env steps or seconds, "
+                                   "whichever runs out first).", low=0, high=1, low_open=True,
+                                   applies=when("sync", "final"))
+    temperature: float = option(500.0, "Softmax temperature of the score weighting: a learner this many points "
+                                "ahead gets e = 2.7 times the weight.", unit="points", low=0, low_open=True,
+                                applies=when("sync", "weighted"))
+
+
+def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
+        callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
-    """Train ``workers`` independent learners that share weights per ``sync``.
+    """Train ``workers`` independent learners that share weights per ``options.sync``.
 
     Parameters
     ----------
@@ -99,16 +114,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         Show a progress bar (all learners together).
     callback : callable, optional
         ``callback(snapshot: RunResult)`` about once a second; return True to stop.
-    sync : {"none", "periodic", "final", "weighted", "best"}
-        Sharing schedule (default ``"periodic"``); see the module docstring.
-    sync_every : int
-        Updates of each learner between check-ins (default 500).
-    final_fraction : float
-        For ``sync="final"``: share only in this last fraction of the budget (env
-        steps or seconds, whichever runs out first), in (0, 1]; default 0.25.
-    temperature : float
-        For ``sync="weighted"``: softmax temperature in points of game score, > 0
-        (default 500: a learner 500 points ahead gets e = 2.7 times the weight).
+    options : Options
+        The sharing schedule and its parameters (see :class:`Options`).
 
     Returns
     -------
@@ -128,7 +135,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     Raises
     ------
     ValueError
-        For an unknown ``sync`` or an out-of-range option (the message names it).
+        If ``total_env_steps`` < ``workers``.
     WorkerError
         If a learner fails; ``err.partial`` holds every episode gathered until then.
 
@@ -146,13 +153,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     schedule), so with an env-step budget it plays the same games as a run that did
     not stop.
     """
-    check_choice("sync", sync, SYNC_SCHEDULES)
-    check_int("sync_every", sync_every)
-    check_number("final_fraction", final_fraction, 0.0, 1.0, text="a number in (0, 1]")
-    check_number("temperature", temperature, 0.0, text="a number > 0 (points)")
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
-    options = {"sync": sync, "sync_every": sync_every, "final_fraction": final_fraction, "temperature": temperature}
     budgets = split_budget(config.total_env_steps, workers)
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()
     state = _State(workers, init, config.batch_size)
@@ -163,17 +165,17 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     group: TaskGroup | None = None
 
     def result(status: str | None = None) -> RunResult:
-        return state.result(config, sync, temperature, options, loop, status, group)
+        return state.result(config, options.sync, options.temperature, options.to_dict(), loop, status, group)
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     t0_wall = time.time() - (time.perf_counter() - loop.t0)
-    kwargs = [dict(config=config, worker=k, budget=budgets[k], sync=sync, sync_every=sync_every,
-                   final_fraction=final_fraction, t0_wall=t0_wall, init_weights=init if workers > 1 else None,
+    kwargs = [dict(config=config, worker=k, budget=budgets[k], sync=options.sync, sync_every=options.sync_every,
+                   final_fraction=options.final_fraction, t0_wall=t0_wall, init_weights=init if workers > 1 else None,
                    report_every_s=loop.report_every_s / 2, fault=_fault, checkpointing=_checkpoint is not None,
                    resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
     def handle(kind: str, k: int, payload: Any) -> None:
-        state.handle(kind, k, payload, loop, group, sync, temperature)
+        state.handle(kind, k, payload, loop, group, options.sync, options.temperature)
 
     def checkpoint(states: dict[int, Any]) -> None:
         loop.write_checkpoint(state.checkpoint(states))
@@ -181,7 +183,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     try:
         with TaskGroup(_learner_task, kwargs) as group:
             for r in sorted(state.rounds):  # rounds left open by the checkpoint resumed from
-                state._complete(r, loop, group, sync, temperature)
+                state._complete(r, loop, group, options.sync, options.temperature)
             drive_tasks(group, loop, handle, state.progress, "independent", lambda: result("failed"),
                         checkpoint=checkpoint if _checkpoint is not None else None)
     except KeyboardInterrupt:

@@ -7,24 +7,33 @@ stepped at once, batched updates at a fixed replay ratio.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
+from ..options import SchemeOptions
 from ..runtime.results import RunResult
 from .base import Learner, RunLoop, episodes_frame
 from .parallel import DivergedError
 
-__all__ = ["run"]
+__all__ = ["Options", "run"]
 
 
-def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
+@dataclass(frozen=True)
+class Options(SchemeOptions):
+    """``serial`` takes no options."""
+
+
+def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one DQN learner in this process until the budget of ``config`` is spent.
 
     Parameters
     ----------
     config : TrainConfig
+    options : Options
+        Empty: the scheme takes none (see :class:`Options`).
     workers : int
         Must be 1 (serial is one process).
     progress : bool

@@ -23,17 +23,24 @@ update costs more than shipping the model there and back.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..config import TrainConfig
+from ..options import SchemeOptions
 from ..replay import Minibatch
 from ..runtime.results import RunResult
 from .base import Learner
 from .parallel import run_rounds
 
-__all__ = ["run", "shard"]
+__all__ = ["Options", "run", "shard"]
+
+
+@dataclass(frozen=True)
+class Options(SchemeOptions):
+    """``sharded`` takes no options."""
 
 
 def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
@@ -58,7 +65,7 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
     return shards, np.diff(bounds).astype(np.int64)
 
 
-def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
+def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update is split across ``workers`` processes.
@@ -67,6 +74,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     ----------
     config : TrainConfig
         ``batch_size`` is the whole minibatch ``B``, split into ``workers`` shards.
+    options : Options
+        Empty: the scheme takes none (see :class:`Options`).
     workers : int
         K worker processes (>= 1, <= ``batch_size``). With K = 1 the one step runs in
         this process (joblib runs a single job in-process): serial plus the cost of

@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 from typing import Any
 
@@ -56,20 +57,27 @@ import torch
 from ..agent.dqn import DQNAgent, epsilon_at
 from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
+from ..options import SchemeOptions, option
 from ..replay import Minibatch
 from ..runtime.results import RunResult
 from .base import DIAGNOSTICS, Learner, Progress, RunLoop, episodes_frame, worker_seeds, workers_progress
 from .parallel import (
     Channel,
     TaskGroup,
-    check_bool,
     check_fault,
     drive_tasks,
     split_budget,
     torch_threads,
 )
 
-__all__ = ["run", "SharedArrays", "SharedReplay", "FileLock", "shared_layout", "bind_agent"]
+__all__ = ["Options", "run", "SharedArrays", "SharedReplay", "FileLock", "shared_layout", "bind_agent"]
+
+
+@dataclass(frozen=True)
+class Options(SchemeOptions):
+    """Options of ``shared`` (keyword arguments of :func:`dqnlab.train`)."""
+
+    lock: bool = option(True, "Serialise updates with a lock; False: Hogwild, no lock (see dqnlab.schemes.shared).")
 
 Spec = dict[str, tuple[tuple[int, ...], str]]
 
@@ -386,8 +394,8 @@ class _SharedLearner(Learner):
         return n
 
 
-def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
-        callback: Callable[[RunResult], Any] | None = None, lock: bool = True,
+def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
+        callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one model, in shared memory, with ``workers`` acting-and-learning processes.
 
@@ -403,8 +411,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         Show a progress bar.
     callback : callable, optional
         ``callback(snapshot: RunResult)`` about once a second; return True to stop.
-    lock : bool
-        True (default): serialise updates with a lock. False: Hogwild, no lock.
+    options : Options
+        The lock (see :class:`Options`).
 
     Returns
     -------
@@ -422,7 +430,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     Raises
     ------
     ValueError
-        If ``lock`` is not a bool or ``buffer_size`` < ``workers``.
+        If ``buffer_size`` < ``workers``, or ``options.lock`` on Windows.
     WorkerError
         If a worker fails; ``err.partial`` holds the episodes and model so far.
 
@@ -439,15 +447,13 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
     of it exactly; what it does next is as timing-dependent as any run of this
     scheme with K > 1 (the workers' updates interleave differently).
     """
-    check_bool("lock", lock)
     if config.buffer_size < workers:
         raise ValueError(f"shared needs buffer_size >= workers (one replay segment each), "
                          f"got {config.buffer_size} and {workers}")
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
-    if lock and sys.platform == "win32":
+    if options.lock and sys.platform == "win32":
         raise ValueError("shared with lock=True needs a POSIX system (fcntl); use lock=False on Windows")
-    options = {"lock": lock}
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
     shapes = [(name, v.shape) for name, v in init.online.state_dict().items()]
     n_params = sum(int(np.prod(s)) for _, s in shapes)
@@ -490,8 +496,8 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             scheme="shared", config=config, workers=workers, episodes=episodes_frame(rows),
             env_steps=env_steps, updates=updates, wall_time_s=loop.elapsed, time_split=dict(progress.time_split),
             weights=weights(), history=pd.DataFrame(loop.history), status=status or loop.status,
-            options=dict(options),
-            extra={"per_worker": per_worker, "lock": lock, "lock_wait_s": sum(w["lock_wait_s"] for w in latest),
+            options=options.to_dict(),
+            extra={"per_worker": per_worker, "lock": options.lock, "lock_wait_s": sum(w["lock_wait_s"] for w in latest),
                    "updates_counter": counter, "lost_increments": updates - counter, "target_syncs": syncs,
                    "optimizer_state": "shared", "torch_threads_per_worker": torch_threads(workers)},
         )
@@ -536,7 +542,7 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
             _restore_arrays(arrays, resumed["arrays"])
             for k, st in enumerate(resumed["workers"]):
                 absorb(k, st)
-        if lock:
+        if options.lock:
             fd, lock_path = tempfile.mkstemp(prefix="dqnlab-shared-", suffix=".lock")
             os.close(fd)
         loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)

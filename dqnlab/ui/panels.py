@@ -5,8 +5,10 @@
 
 The panel shows a slider for the worker count, a dropdown for the batch size, a
 slider for the budget in seconds, the seed, and one control per option of the scheme
-(read from the signature of its run function, so only the controls that apply are
-shown, e.g. the sync schedule for ``independent``, the lock for ``shared``), plus
+(generated from the scheme's ``Options`` declarations, see :mod:`dqnlab.options`: their
+docs are the tooltips, and a control is hidden while its option does not apply, e.g.
+``final_fraction`` unless ``sync="final"``; the sync schedule for ``independent``, the
+lock for ``shared``), plus
 Run and Stop buttons, a status line and a live figure: speed (env steps/s, updates/s),
 TD loss and score against wall time, redrawn about every two seconds while the run goes
 on (:class:`dqnlab.plots.LiveFigure`: the same lines with new data, about 0.1 s a draw on
@@ -38,7 +40,6 @@ waits for it (Ctrl-C / interrupting the kernel stops it cleanly).
 from __future__ import annotations
 
 import html
-import inspect
 import io
 import math
 import os
@@ -46,13 +47,13 @@ import re
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
 from ..config import TrainConfig
 from ..experiments.budgets import SMOKE_ENV, budget, explore_config, setup, smoke_mode
+from ..options import check_names, specs
 from ..plots import LiveFigure
 from ..runtime.results import RunResult
 
@@ -61,20 +62,8 @@ __all__ = ["control_panel", "learning_panel", "ControlPanel", "scheme_panel", "S
 
 #: Batch sizes offered by the panel's dropdown.
 BATCH_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
-#: Parameters of a scheme's run function that are not options shown in a panel.
-_NOT_OPTIONS = {"config", "workers", "progress", "callback"}
 #: Schemes that always run one process (no worker slider).
 _SINGLE_PROCESS = {"serial"}
-#: Option -> (option it depends on, values of that option for which it applies).
-_APPLIES_WHEN: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "sync_every": ("sync", lambda v: v != "none"),
-    "final_fraction": ("sync", lambda v: v == "final"),
-    "temperature": ("sync", lambda v: v == "weighted"),
-}
-#: Nicer labels for known options (others: the name with spaces).
-_LABELS = {"sync": "sync schedule", "sync_every": "sync every (updates)", "final_fraction": "final fraction",
-           "temperature": "temperature (points)", "lock": "lock",
-           "weights_every": "weights every (updates)", "min_replay_ratio": "min replay ratio"}
 _STYLE = {"description_width": "initial"}
 #: Seconds a progress report may come early and still redraw the figure: runs report about
 #: once a second, so a draw every ``redraw_every_s`` (2 s) needs every second report to count.
@@ -87,33 +76,14 @@ _ACTIVE: "ControlPanel | None" = None  # the panel whose run is going on (one ru
 
 
 # ---------------------------------------------------------------------------------- options
-def _numpydoc_params(func: Callable) -> dict[str, tuple[str, str]]:
-    """``{name: (type text, first line of description)}`` from a numpydoc Parameters section."""
-    doc = inspect.getdoc(func) or ""
-    m = re.search(r"^Parameters\n-+\n(.*?)(?:^\S[^\n]*\n-+\n|\Z)", doc, re.S | re.M)
-    if not m:
-        return {}
-    out: dict[str, tuple[str, str]] = {}
-    name = None
-    for line in m.group(1).splitlines():
-        head = re.match(r"^(\w+)\s*:\s*(.*)$", line)
-        if head:
-            name = head.group(1)
-            out[name] = (head.group(2).strip(), "")
-        elif name and line.strip() and not out[name][1]:
-            out[name] = (out[name][0], line.strip())
-    return out
-
-
 def scheme_options(scheme: str) -> dict[str, dict[str, Any]]:
-    """The options a scheme's run function takes, as the panel shows them.
+    """The options of a scheme, as the panel shows them (from its ``Options`` declarations).
 
-    Returns ``{name: {"default", "kind", "choices", "doc"}}`` for every keyword
-    parameter except ``config``, ``workers``, ``progress``, ``callback`` and private ones
-    (a leading underscore). ``kind`` is ``"choice"`` (a dropdown of ``choices``, read
-    from the docstring's ``{"a", "b"}`` type), ``"bool"``, ``"int"``, ``"float"``,
-    ``"optional int"`` / ``"optional float"`` (default None: a text box, empty = None)
-    or ``"text"``.
+    Returns ``{name: {"default", "kind", "choices", "doc", "spec"}}``, in declaration
+    order. ``kind`` is ``"choice"`` (a dropdown of ``choices``), ``"bool"``, ``"int"``,
+    ``"float"``, ``"optional int"`` / ``"optional float"`` (None allowed: a text box,
+    empty = None) or ``"text"`` (read by the declaration's parser); ``spec`` is the
+    :class:`dqnlab.options.Spec`.
 
     Raises
     ------
@@ -124,36 +94,22 @@ def scheme_options(scheme: str) -> dict[str, dict[str, Any]]:
 
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
-    func = SCHEMES[scheme]
-    docs = _numpydoc_params(func)
     out: dict[str, dict[str, Any]] = {}
-    for name, p in inspect.signature(func).parameters.items():
-        if name in _NOT_OPTIONS or name.startswith("_") or p.kind not in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD):
-            continue
-        type_text, doc = docs.get(name, ("", ""))
-        default = None if p.default is inspect.Parameter.empty else p.default
-        choices = re.findall(r"""["']([^"']+)["']""", type_text) if type_text.startswith("{") else []
-        if choices:
+    for name, spec in specs(SCHEMES[scheme].Options).items():
+        if spec.choices:
             kind = "choice"
-        elif isinstance(default, bool):
-            kind = "bool"
-        elif isinstance(default, int):
-            kind = "int"
-        elif isinstance(default, float):
-            kind = "float"
-        elif default is None and re.match(r"(int|float)\b", type_text or str(p.annotation)):
-            kind = "optional " + re.match(r"(int|float)\b", type_text or str(p.annotation)).group(1)
+        elif spec.kind in ("bool", "int", "float"):
+            kind = ("optional " if spec.nullable else "") + spec.kind
         else:
             kind = "text"
-        if kind == "choice" and default not in choices:
-            choices = [default, *choices] if default is not None else choices
-        out[name] = {"default": default, "kind": kind, "choices": choices, "doc": doc}
+        out[name] = {"default": spec.default, "kind": kind, "choices": list(spec.choices), "doc": spec.doc,
+                     "spec": spec}
     return out
 
 
-def _option_widget(name: str, spec: dict[str, Any], value: Any) -> W.Widget:
-    label = _LABELS.get(name, name.replace("_", " "))
-    common = dict(description=label, style=_STYLE, tooltip=spec["doc"] or label)
+def _option_widget(spec: dict[str, Any], value: Any) -> W.Widget:
+    label = spec["spec"].label
+    common = dict(description=label, style=_STYLE, tooltip=spec["doc"])
     if spec["kind"] == "choice":
         return W.Dropdown(options=spec["choices"], value=value, layout=W.Layout(width="260px"), **common)
     if spec["kind"] == "bool":
@@ -165,7 +121,7 @@ def _option_widget(name: str, spec: dict[str, Any], value: Any) -> W.Widget:
     if spec["kind"].startswith("optional"):
         return W.Text(value="" if value is None else str(value), placeholder="default",
                       layout=W.Layout(width="240px"), **common)
-    return W.Text(value="" if value is None else str(value), layout=W.Layout(width="260px"), **common)
+    return W.Text(value=spec["spec"].to_text(value), layout=W.Layout(width="260px"), **common)
 
 
 # ------------------------------------------------------------------------------------ panel
@@ -208,9 +164,9 @@ class ControlPanel:
                  **options: Any):
         specs = scheme_options(scheme)  # raises ValueError for an unknown scheme
         import matplotlib.pyplot  # noqa: F401 - import it here, not first in the training thread
-        unknown = sorted(set(options) - set(specs))
-        if unknown:
-            raise ValueError(f"scheme {scheme!r} does not take option(s) {unknown}; it takes {sorted(specs) or 'none'}")
+        from ..schemes import SCHEMES
+
+        check_names(SCHEMES[scheme].Options, options, f"scheme {scheme!r}")
         self.scheme = scheme
         self.config = config if config is not None else explore_config()
         if not isinstance(self.config, TrainConfig):
@@ -264,7 +220,7 @@ class ControlPanel:
         self.network.observe(lambda _change: self._update_visibility(), names="value")
         self._specs = specs
         self.options: dict[str, W.Widget] = {
-            name: _option_widget(name, spec, options.get(name, spec["default"])) for name, spec in specs.items()}
+            name: _option_widget(spec, options.get(name, spec["default"])) for name, spec in specs.items()}
         for name, w in self.options.items():
             w.observe(lambda _change: self._update_visibility(), names="value")
         self.per_worker = W.Checkbox(value=False, description="score per worker", indent=False, style=_STYLE,
@@ -303,9 +259,8 @@ class ControlPanel:
         self.augment_symmetry.layout.display = "none" if self.network.value == "ntuple" else None
         values = {name: getattr(w, "value", None) for name, w in self.options.items()}
         for name, w in self.options.items():
-            dep = _APPLIES_WHEN.get(name)
-            applies = dep is None or dep[0] not in values or dep[1](values[dep[0]])
-            w.layout.display = None if applies else "none"
+            applies = self._specs[name]["spec"].applies
+            w.layout.display = None if applies is None or applies.holds(values) else "none"
 
     # ------------------------------------------------------------------ settings
     def settings(self) -> dict[str, Any]:
@@ -322,8 +277,14 @@ class ControlPanel:
 
     def _option_value(self, name: str, value: Any) -> Any:
         """The value passed to the scheme: optional numbers are parsed from their text box
-        (empty = None); raises ValueError naming the option for text that is no number."""
+        (empty = None), other text by the option's declaration; raises ValueError naming
+        the option for text that is no number or not allowed."""
         kind = self._specs[name]["kind"]
+        if kind == "text":
+            try:
+                return self._specs[name]["spec"].from_text(str(value).strip())
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
         if not kind.startswith("optional"):
             return value
         text = str(value).strip()
@@ -353,6 +314,8 @@ class ControlPanel:
                 w.min = math.log10(value)
             if name in self._specs and self._specs[name]["kind"].startswith("optional"):
                 value = "" if value is None else str(value)
+            elif name in self._specs and self._specs[name]["kind"] == "text":
+                value = self._specs[name]["spec"].to_text(value)
             try:
                 w.value = value
             except Exception as e:  # traitlets.TraitError and friends
@@ -607,8 +570,7 @@ def _first_line(scheme: str) -> str:
     """First sentence of the scheme module's docstring (what the scheme is)."""
     from ..schemes import SCHEMES
 
-    mod = inspect.getmodule(SCHEMES[scheme])
-    doc = (inspect.getdoc(mod) if mod is not None else "") or ""
+    doc = SCHEMES[scheme].__doc__ or ""
     line = doc.split("\n\n")[0].replace("\n", " ")
     return re.sub(r"^``\w+``:\s*", "", line)
 
