@@ -22,19 +22,13 @@ from dqnlab.cli import main
 from dqnlab.runtime.results import TIME_SPLIT_KEYS
 from dqnlab.schemes import SCHEMES, WorkerError
 from dqnlab.schemes.averaged import draw_minibatches
-from dqnlab.schemes import parallel
-from dqnlab.schemes.base import Learner
-from dqnlab.schemes.parallel import (
-    SyncSchedule,
-    average_optimizer_states,
-    average_weights,
-    combine_weights,
-    divergence,
-    optimizer_state,
-    parallel_update,
-    score_coefficients,
-)
-from dqnlab.schemes.shared import SharedArrays, SharedReplay, shared_layout
+from dqnlab.parallel import threads
+from dqnlab.parallel.rounds import parallel_update
+from dqnlab.parallel.shm import SharedArrays, SharedReplay
+from dqnlab.parallel.weights import average_optimizer_states, average_weights, divergence, optimizer_state
+from dqnlab.runtime.learner import Learner
+from dqnlab.schemes.independent import SyncSchedule, combine_weights, score_coefficients
+from dqnlab.schemes.shared import shared_layout
 from dqnlab.schemes.sharded import shard
 
 PARALLEL = ("independent", "shared", "sharded", "averaged")
@@ -523,9 +517,9 @@ def test_learner_threads_follow_the_openmp_wait_policy(monkeypatch, policy, expe
         monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     else:
         monkeypatch.setenv("OMP_WAIT_POLICY", policy)
-    monkeypatch.setattr(parallel.joblib, "cpu_count", lambda: 6)
-    assert parallel.torch_threads(2) == expected
-    assert parallel.torch_threads(12) == 1
+    monkeypatch.setattr(threads.joblib, "cpu_count", lambda: 6)
+    assert threads.torch_threads(2) == expected
+    assert threads.torch_threads(12) == 1
 
 
 @pytest.mark.parametrize("policy", ["PASSIVE", "ACTIVE"])
@@ -540,4 +534,4 @@ def test_a_run_learns_on_the_learner_thread_count_and_restores_the_callers(cfg, 
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
-    assert seen and set(seen) == {parallel.torch_threads(1)}
+    assert seen and set(seen) == {threads.torch_threads(1)}

@@ -25,7 +25,7 @@ from ..agent.dqn import N_EXPONENTS, DQNAgent, transform_rewards
 from ..config import TrainConfig
 from ..game.env import Game2048, VecGame2048, _legal_actions_unchecked, move_batch
 from ..replay import Minibatch, ReplayBuffer
-from ..schemes.parallel import torch_threads_set
+from ..parallel.threads import torch_threads_set
 
 __all__ = ["bench_env", "bench_update", "bench_scaling", "bench_acting", "median_time",
            "bench_game", "bench_peers", "compare_sb3", "scheme_rate", "sb3_dqn_settings", "sb3_env",
@@ -325,7 +325,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
                  config: TrainConfig | None = None, threads: int | None = 1, seed: int = 0) -> list[dict[str, Any]]:
     """Env steps per second of one process's acting at each ``n_envs`` (vectorised acting).
 
-    Times :meth:`dqnlab.schemes.base.Learner.act_step` -- the acting every scheme
+    Times :meth:`dqnlab.runtime.learner.Learner.act_step` -- the acting every scheme
     (and every ``actors`` worker) does: one batched forward pass over ``n_envs``
     boards, one vectorised game step, the replay append and episode bookkeeping --
     with greedy play (epsilon 0, so every board goes through the network, as late in
@@ -356,7 +356,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
     ValueError
         If ``n_envs`` is empty or holds a value < 1.
     """
-    from ..schemes.base import Learner
+    from ..runtime.learner import Learner
 
     n_envs = list(n_envs)
     if not n_envs or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in n_envs):
@@ -706,7 +706,7 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
 
     Both sides first play ``warmup`` env steps (untimed; see :data:`PEER_SETTINGS`), then
     take turns of about ``chunk_s`` seconds each until ``seconds`` have passed in all, so
-    that background load falls on both alike. dqnlab runs :class:`~dqnlab.schemes.base.Learner`
+    that background load falls on both alike. dqnlab runs :class:`~dqnlab.runtime.learner.Learner`
     (the loop of the ``serial`` scheme); SB3 runs ``DQN.learn`` on :func:`sb3_env` with
     :func:`sb3_dqn_settings`, continuing across turns, its epsilon held at its final value
     after the warm-up (as dqnlab's is by then).
@@ -731,7 +731,7 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
     import stable_baselines3
     from stable_baselines3 import DQN
 
-    from ..schemes.base import Learner
+    from ..runtime.learner import Learner
 
     setting = PEER_SETTINGS.get(preset, {"warmup": 1_000, "overrides": {}})
     warmup = setting["warmup"] if warmup is None else warmup
@@ -1103,7 +1103,7 @@ def _denormal_part(config: TrainConfig, env_steps: int, rounds: int, min_time: f
     import copy
 
     from ..agent import dqn as agent_module
-    from ..schemes.base import Learner
+    from ..runtime.learner import Learner
 
     learner = Learner(config.replace(seed=seed, total_env_steps=10 ** 9))
     learner.run(env_steps)

@@ -30,8 +30,8 @@ import numpy as np
 from ..config import TrainConfig
 from ..replay import Minibatch
 from ..runtime.results import RunResult
-from .base import Learner
-from .parallel import run_rounds
+from ..runtime.learner import Learner
+from ..parallel.rounds import run_rounds
 
 __all__ = ["run", "shard"]
 
@@ -101,6 +101,6 @@ def run(config: TrainConfig, *, workers: int = 1, progress: bool = True,
         return shard(learner.buffer.sample(config.batch_size), workers)
 
     sizes = shard(Minibatch(*(np.zeros(config.batch_size),) * 6), workers)[1]
-    return run_rounds("sharded", config, workers, progress, callback, {}, make_batches,
+    return run_rounds("sharded", config, workers, progress, callback, make_batches,
                       {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size,
                        "optimizer": config.optimizer}, _fault, _checkpoint)
