@@ -75,7 +75,6 @@ import copy
 import math
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,8 +86,9 @@ from ..agent.dqn import DQNAgent
 from ..config import TrainConfig
 from ..parallel.actor import actor_task
 from ..parallel.dask import active_dask_client
-from ..parallel.messages import ActorData, NewWeights, Throttle, UnexpectedMessage
-from ..parallel.tasks import Coordinator, TaskGroup, drive_tasks, split_budget
+from ..parallel.feed import ActorFeed, lag_summary
+from ..parallel.messages import ActorData, NewWeights, Throttle
+from ..parallel.tasks import TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
 from ..replay import ReplayBuffer
 from ..runtime.checkpoint import Checkpointer
@@ -293,39 +293,29 @@ def _actor_epsilons(actor_epsilon: Any, workers: int) -> list[float | None]:
     return values
 
 
-class _Learner(Coordinator):
-    """The learner: replay buffer, agent, replay-ratio accounting, throttle, lag and timing."""
+class _Learner(ActorFeed):
+    """The learner: the actors' data in its replay buffer (:class:`~dqnlab.parallel.feed.ActorFeed`),
+    the agent, replay-ratio accounting, weight broadcasts and the throttle."""
 
     has_work = True
 
     def __init__(self, config: TrainConfig, workers: int, weights_every: int, min_ratio: float, lockstep: bool):
-        super().__init__(workers)
+        _, replay_seed, agent_seed = worker_seeds(config.seed, 0)
+        super().__init__(workers, ReplayBuffer(config.buffer_size, seed=replay_seed))
         self.config = config
         self.weights_every, self.min_ratio, self.lockstep = weights_every, min_ratio, lockstep
-        _, replay_seed, agent_seed = worker_seeds(config.seed, 0)
-        self.buffer = ReplayBuffer(config.buffer_size, seed=replay_seed)
         self.agent = DQNAgent(config, seed=agent_seed)
-        self.t0 = time.perf_counter()
         self.threads: int | None = None
-        self.env_steps = 0  # transitions received (= env steps of all actors)
-        self.steps = [0] * workers  # per actor
-        self.rows: list[dict[str, Any]] = []
         self.credit = 0.0  # updates owed at the replay ratio
         self.started_at: int | None = None  # env steps when learning started
-        self.first_data_s: float | None = None  # seconds from the start to the first transitions
-        self.last_loss = math.nan
-        self.lag = Counter()  # lag in updates -> transitions
-        self.timing = {"learning": 0.0, "receiving": 0.0, "sending_weights": 0.0}
+        self.timing.update(learning=0.0, sending_weights=0.0)
         self.weights_sent = 0  # weight dicts sent (one per actor per broadcast)
         self.broadcast_at = 0  # updates at the last broadcast
         self.version_sent = [0] * workers  # weights version each actor has
         self.paused = False  # actors told to pause (throttle)
         self.catch_up_s = 0.0
         self.pauses = 0
-        self.actors: list[dict[str, Any]] = [{} for _ in range(workers)]
-        self.gone: set[int] = set()  # actors that have ended
         self.upe = config.updates_per_env_step
-        self.owe_reply: set[int] = set()  # lockstep actors whose data came while a checkpoint was gathered
 
     @property
     def updates(self) -> int:
@@ -353,38 +343,29 @@ class _Learner(Coordinator):
                        **self.agent.diagnostics()}
         return Progress(self.env_steps, self.updates, self.rows, self.time_split(wall), diagnostics, epsilons)
 
-    # ------------------------------------------------------------------ messages
-    def receive(self, msg: Any) -> None:
-        """Store an actor's :class:`~dqnlab.parallel.messages.ActorData`; answer it (lockstep) or throttle.
+    # ------------------------------------------------------------------ data in
+    def stored(self, data: ActorData, n: int) -> None:
+        """New transitions: the target sync at a game's end (``target_update == 0``), and the updates they are owed."""
+        if data.finished and self.config.target_update == 0:
+            self.agent.sync_target()  # the user's schedule: at the end of every game, as serial does
+        if self.env_steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
+            if self.started_at is None:
+                self.started_at = self.env_steps - n
+            self.credit += n * self.upe
 
-        While a checkpoint is gathered the learner takes no updates and sends no orders,
-        so that the actors' states and its own are one cut (nothing in flight).
-        """
-        if not isinstance(msg, ActorData):
-            raise UnexpectedMessage("the actors' learner", msg)
-        t0 = time.perf_counter()
-        self._store(msg)
-        self.timing["receiving"] += time.perf_counter() - t0
-        if msg.done:
-            return
+    def after_data(self, worker: int) -> None:
+        """Lockstep: answer the actor now; otherwise see whether to throttle."""
         if self.lockstep:
-            if self.checkpoint_pending:
-                self.owe_reply.add(msg.worker)  # answered once the checkpoint is written
-            else:
-                self.answer([msg.worker])
-        elif not self.checkpoint_pending:
-            self._throttle()
-
-    def checkpoint_ended(self) -> None:
-        """Send what was held back while the checkpoint was gathered."""
-        if self.lockstep:
-            self.answer(sorted(self.owe_reply - self.gone))
-            self.owe_reply.clear()
+            self.answer([worker])
         else:
             self._throttle()
 
-    def exited(self, worker: int) -> None:
-        self.gone.add(worker)
+    def after_checkpoint(self, held: list[int]) -> None:
+        """Send what was held back while the checkpoint was gathered."""
+        if self.lockstep:
+            self.answer(held)
+        else:
+            self._throttle()
 
     def answer(self, actors: list[int]) -> None:
         """Lockstep: do the updates owed, then send each of ``actors`` the weights it waits for."""
@@ -394,30 +375,7 @@ class _Learner(Coordinator):
         for k in actors:
             self._send_weights([k])
 
-    def _store(self, p: ActorData) -> None:
-        k = p.worker
-        self.actors[k] = {key: getattr(p, key) for key in ("env_steps", "episodes", "timing", "weights_loads",
-                                                            "waits", "epsilon", "epsilon_now")}
-        for row in p.rows:
-            row["loss"] = self.last_loss
-        self.rows.extend(p.rows)
-        t = p.transitions
-        if t is None:
-            return
-        n = len(t["actions"])
-        if self.first_data_s is None:
-            self.first_data_s = time.perf_counter() - self.t0
-        self.buffer.add_batch(t["boards"], t["actions"], t["rewards"], t["next_boards"], t["dones"], t["next_masks"])
-        self.env_steps += n
-        self.steps[k] += n
-        self.lag[self.updates - p.version] += n
-        if p.finished and self.config.target_update == 0:
-            self.agent.sync_target()  # the user's schedule: at the end of every game, as serial does
-        if self.env_steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
-            if self.started_at is None:
-                self.started_at = self.env_steps - n
-            self.credit += n * self.upe
-
+    # ------------------------------------------------------------------ learning
     def owed(self) -> int:
         """Updates owed at ``replay_ratio`` for the data received so far."""
         return int(self.credit)
@@ -498,37 +456,22 @@ class _Learner(Coordinator):
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         """The learner's part of a checkpoint (copies)."""
-        lag = sorted(self.lag)
-        return {"agent": copy.deepcopy(self.agent.state_dict()), "buffer": self.buffer.state_dict(),
-                "env_steps": self.env_steps, "steps": list(self.steps), "rows": [dict(r) for r in self.rows],
-                "credit": self.credit, "started_at": self.started_at, "first_data_s": self.first_data_s,
-                "last_loss": self.last_loss, "lag": {"values": [int(v) for v in lag],
-                                                     "counts": [int(self.lag[v]) for v in lag]},
-                "timing": dict(self.timing), "weights_sent": self.weights_sent, "broadcast_at": self.broadcast_at,
+        return {"agent": copy.deepcopy(self.agent.state_dict()), **super().state_dict(), "credit": self.credit,
+                "started_at": self.started_at, "weights_sent": self.weights_sent, "broadcast_at": self.broadcast_at,
                 "version_sent": list(self.version_sent), "paused": self.paused, "pauses": self.pauses,
-                "catch_up_s": self.catch_up_s, "actors": [dict(a) for a in self.actors]}
+                "catch_up_s": self.catch_up_s}
 
     def load_state_dict(self, state: dict[str, Any], actors: list[dict[str, Any]]) -> None:
         """Restore :meth:`state_dict` output, with the ``actors``' states of the same checkpoint."""
-        if len(state["steps"]) != self.workers:
-            raise ValueError(f"learner state of {len(state['steps'])} actors, not {self.workers}")
+        super().load_state_dict(state)
         self.agent.load_state_dict(state["agent"])
-        self.buffer.load_state_dict(state["buffer"])
-        self.env_steps, self.steps = int(state["env_steps"]), [int(n) for n in state["steps"]]
-        self.rows = [dict(r) for r in state["rows"]]
         self.credit = float(state["credit"])
         self.started_at = None if state["started_at"] is None else int(state["started_at"])
-        self.first_data_s = None if state["first_data_s"] is None else float(state["first_data_s"])
-        self.last_loss = float(state["last_loss"])
-        self.lag = Counter(dict(zip((int(v) for v in state["lag"]["values"]),
-                                    (int(c) for c in state["lag"]["counts"]), strict=True)))
-        self.timing = {k: float(v) for k, v in state["timing"].items()}
         self.weights_sent, self.broadcast_at = int(state["weights_sent"]), int(state["broadcast_at"])
         # Each actor holds the weights its own state says (an order in flight at the end of a run was lost).
         self.version_sent = [int(a["st"]["version"]) for a in actors]
         self.paused, self.pauses = bool(state["paused"]), int(state["pauses"])
         self.catch_up_s = float(state["catch_up_s"])
-        self.actors = [dict(a) for a in state["actors"]]
 
     def checkpoint_state(self, states: dict[int, Any]) -> dict[str, Any]:
         """The scheme's checkpoint state: the learner's and every actor's (actors that have
@@ -537,19 +480,10 @@ class _Learner(Coordinator):
 
     # ------------------------------------------------------------------ result
     def result(self, loop: RunLoop, options: dict[str, Any], status: str | None, remote: bool) -> RunResult:
+        """The run's result so far: the learner's totals and weights; its, the actors' and the lag's measurements."""
         c = self.config
         wall = loop.elapsed
-        per_worker = []
-        for k, a in enumerate(self.actors):
-            t = a.get("timing", {})
-            per_worker.append({
-                "worker": k, "pid": (self.group.pids.get(k) if self.group is not None else None),
-                "env_steps": self.steps[k], "episodes": sum(1 for r in self.rows if r["worker"] == k),
-                "epsilon": a.get("epsilon"), "acting_s": t.get("acting", 0.0), "sending_s": t.get("sending", 0.0),
-                "receiving_s": t.get("receiving", 0.0), "waiting_s": t.get("waiting", 0.0),
-                "loading_weights_s": t.get("weights", 0.0),
-                "weights_loads": a.get("weights_loads", 0), "waits": a.get("waits", 0),
-            })
+        per_worker = self.per_actor()
         learner = {"learning_s": self.timing["learning"], "receiving_s": self.timing["receiving"],
                    "sending_weights_s": self.timing["sending_weights"],
                    "waiting_s": self.waiting_s(wall), "first_data_s": self.first_data_s,
@@ -559,7 +493,7 @@ class _Learner(Coordinator):
         return build_result(
             "actors", c, self.workers, loop, self.progress(wall), self.agent.get_weights(), status, options,
             wall_time_s=wall, extra={
-                "learner": learner, "per_worker": per_worker, "param_lag": _lag_summary(self.lag),
+                "learner": learner, "per_worker": per_worker, "param_lag": lag_summary(self.lag),
                 "replay_ratio": c.replay_ratio, "min_replay_ratio": self.min_ratio,
                 "achieved_replay_ratio": self.updates * c.batch_size / self.env_steps if self.env_steps else None,
                 "achieved_replay_ratio_learning": (self.updates * c.batch_size / learned_steps
@@ -571,17 +505,3 @@ class _Learner(Coordinator):
                 "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,
             },
         )
-
-
-def _lag_summary(lag: Counter) -> dict[str, Any]:
-    """Mean, median, 95th percentile and max of the parameter lag (updates), over transitions."""
-    total = sum(lag.values())
-    if total == 0:
-        return {"mean": None, "median": None, "p95": None, "max": None, "transitions": 0,
-                "unit": "learner updates"}
-    values = np.array(sorted(lag), dtype=np.float64)
-    counts = np.array([lag[v] for v in sorted(lag)], dtype=np.float64)
-    cum = np.cumsum(counts) / total
-    return {"mean": float(np.dot(values, counts) / total), "median": float(values[np.searchsorted(cum, 0.5)]),
-            "p95": float(values[np.searchsorted(cum, 0.95)]), "max": float(values[-1]), "transitions": int(total),
-            "unit": "learner updates"}
