@@ -7,6 +7,14 @@ each actor's counters and the parameter lag of every transition, holds back its 
 while a checkpoint is gathered, and saves all of that in a checkpoint. What the learner
 does with the data (learn, send weights, throttle) is the scheme's subclass
 (:mod:`dqnlab.schemes.actors`).
+
+A checkpoint is one consistent cut of the run: the learner asks every actor for its
+state and, until all have answered, takes no updates and sends no orders; each actor
+first sends the transitions it holds, then its state (games in progress, exploration
+stream, current weights and their version, counters, timing), and waits for the
+learner to write the checkpoint. An actor's messages arrive in order, so the learner
+has stored every transition of the cut when the last state comes in. The final
+checkpoint is written when every actor has sent its final state with its last message.
 """
 
 from __future__ import annotations
@@ -50,7 +58,8 @@ class ActorFeed(Coordinator):
     first_data_s : float or None
         Seconds from ``t0`` to the first transitions.
     timing : dict
-        Seconds ``receiving`` (storing included); the learner adds its own activities.
+        The learner's seconds ``receiving`` (storing included), ``learning`` and ``sending_weights``
+        (orders included); the learner counts the last two.
     """
 
     def __init__(self, workers: int, buffer: ReplayBuffer):
@@ -64,7 +73,7 @@ class ActorFeed(Coordinator):
         self.lag: Counter = Counter()
         self.first_data_s: float | None = None
         self.last_loss = math.nan
-        self.timing = {"receiving": 0.0}
+        self.timing = {"learning": 0.0, "receiving": 0.0, "sending_weights": 0.0}
         self.gone: set[int] = set()  # actors that have ended
         self.held: set[int] = set()  # actors whose data came while a checkpoint was gathered
 
@@ -129,6 +138,19 @@ class ActorFeed(Coordinator):
         held = sorted(self.held - self.gone)
         self.held.clear()
         self.after_checkpoint(held)
+
+    def time_split(self, wall: float) -> dict[str, float]:
+        """Seconds ``acting`` (the actors'), ``learning`` (the learner's updates) and in
+        ``communication`` (both sides' sending, receiving and waiting), after ``wall`` seconds."""
+        actors = [a.get("timing", {}) for a in self.actors]
+        actor_comm = sum(t.get(key, 0.0) for t in actors for key in ("sending", "receiving", "waiting", "weights"))
+        learner_comm = self.timing["receiving"] + self.timing["sending_weights"] + self.waiting_s(wall)
+        return {"acting": sum(t.get("acting", 0.0) for t in actors), "learning": self.timing["learning"],
+                "communication": actor_comm + learner_comm}
+
+    def waiting_s(self, wall: float) -> float:
+        """Seconds of the first ``wall`` that the learner spent waiting (not learning, receiving or sending)."""
+        return max(0.0, wall - sum(self.timing.values()))
 
     def per_actor(self) -> list[dict[str, Any]]:
         """Per actor: ``worker``, ``pid``, ``env_steps``, ``episodes``, ``epsilon``, seconds

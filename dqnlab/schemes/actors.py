@@ -54,19 +54,7 @@ The **parameter lag** of a transition is the number of learner updates between t
 weights the actor used and the learner's weights when the transition reaches the
 buffer; ``extra["param_lag"]`` summarises it over all transitions.
 
-**Checkpoints** (``dqnlab.train(..., run_dir=...)``) are one consistent cut of the
-run. The learner asks every actor for its state and, until all have answered, takes
-no updates and sends no orders; each actor first sends the transitions it holds, then
-its state (games in progress, exploration stream, current weights and their version,
-counters, timing), and waits for the learner to write the checkpoint. An actor's
-messages arrive in order, so the learner has stored every transition of the cut when
-the last state comes in. The checkpoint holds the learner (networks, Adam, replay
-buffer, replay-ratio credit, throttle, parameter-lag counts, timing) and every actor;
-the final one is written when every actor has sent its final state with its ``done``.
-A resumed run restores all of it exactly. With ``lockstep=True`` the continuation is
-exact too (one actor: the same games, updates and weights as a run that did not
-stop); without it, how the actors' steps interleave with the learner's updates
-depends on timing, so the continuation is as timing-dependent as any ``actors`` run.
+**Checkpoints**: see :func:`run`; how the cut is taken, :mod:`dqnlab.parallel.feed`.
 """
 
 from __future__ import annotations
@@ -308,7 +296,6 @@ class _Learner(ActorFeed):
         self.threads: int | None = None
         self.credit = 0.0  # updates owed at the replay ratio
         self.started_at: int | None = None  # env steps when learning started
-        self.timing.update(learning=0.0, sending_weights=0.0)
         self.weights_sent = 0  # weight dicts sent (one per actor per broadcast)
         self.broadcast_at = 0  # updates at the last broadcast
         self.version_sent = [0] * workers  # weights version each actor has
@@ -320,19 +307,6 @@ class _Learner(ActorFeed):
     @property
     def updates(self) -> int:
         return self.agent.updates
-
-    def time_split(self, wall: float) -> dict[str, float]:
-        """Seconds ``acting`` (the actors'), ``learning`` (the learner's updates) and in
-        ``communication`` (both sides' sending, receiving and waiting), after ``wall`` seconds."""
-        actors = [a.get("timing", {}) for a in self.actors]
-        actor_comm = sum(t.get(key, 0.0) for t in actors for key in ("sending", "receiving", "waiting", "weights"))
-        learner_comm = self.timing["receiving"] + self.timing["sending_weights"] + self.waiting_s(wall)
-        return {"acting": sum(t.get("acting", 0.0) for t in actors), "learning": self.timing["learning"],
-                "communication": actor_comm + learner_comm}
-
-    def waiting_s(self, wall: float) -> float:
-        """Seconds of the first ``wall`` that the learner spent waiting (not learning, receiving or sending)."""
-        return max(0.0, wall - sum(self.timing.values()))
 
     def progress(self, wall: float | None = None) -> Progress:
         """The run's :class:`~dqnlab.runtime.loop.Progress` after ``wall`` seconds (default: now): the
