@@ -55,6 +55,7 @@ class SharedArrays:
 
     @classmethod
     def create(cls, spec: Spec) -> "SharedArrays":
+        """A new zeroed block holding the arrays of ``spec`` (this process owns it and must :meth:`unlink` it)."""
         shm = shared_memory.SharedMemory(create=True, size=cls.nbytes(spec))  # zero-filled by the OS
         try:
             return cls(shm, spec, owner=True)
@@ -65,6 +66,7 @@ class SharedArrays:
 
     @property
     def handle(self) -> tuple[str, Spec]:
+        """``(block name, spec)``: what another process needs to :meth:`attach` (picklable)."""
         return self.shm.name, self.spec
 
     @classmethod
@@ -84,6 +86,7 @@ class SharedArrays:
         return cls(shm, spec, owner=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
+        """The array ``name`` (a view into the block)."""
         return self.arrays[name]
 
     def close(self) -> None:
@@ -220,6 +223,7 @@ class SharedReplay:
         return {"rng": self.rng.bit_generator.state, "added": self.added}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output."""
         self.rng.bit_generator.state = state["rng"]
         self.added = int(state["added"])
 
@@ -240,6 +244,7 @@ class FileLock:
         return {"path": self.path, "_fd": None}
 
     def acquire(self) -> None:
+        """Block until this process holds the lock."""
         import fcntl
 
         if self._fd is None:
@@ -247,11 +252,13 @@ class FileLock:
         fcntl.flock(self._fd, fcntl.LOCK_EX)
 
     def release(self) -> None:
+        """Let the lock go."""
         import fcntl
 
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
+        """Close this process's descriptor (releasing the lock if held)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -146,7 +146,7 @@ class Channel:
                 continue
             if isinstance(msg, Checkpointed) and msg.id == n:
                 break
-            if isinstance(msg, Stop):
+            if isinstance(msg, (Stop, Checkpointed)):  # (a late one, for a checkpoint answered in wait)
                 continue
             if other is None:
                 raise UnexpectedMessage(f"worker {self.worker} (serving checkpoint {n})", msg)
