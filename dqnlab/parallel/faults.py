@@ -9,7 +9,7 @@ __all__ = ["check_fault", "describe"]
 
 
 def describe(e: BaseException) -> str:
-    """``"TypeName: message"``: how a worker's exception is named in a :class:`~dqnlab.WorkerError`."""
+    """``"TypeName: message"``: how a worker's exception is named in a :class:`~dqnlab.runtime.errors.WorkerError`."""
     return f"{type(e).__name__}: {e}"
 
 

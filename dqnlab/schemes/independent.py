@@ -34,7 +34,7 @@ buffer live for the whole run), talking to the parent through
 ``multiprocessing.Manager`` queues: the parent runs the sync barrier, gathers the
 episodes as they finish (live progress and callbacks), and can tell the learners to
 stop. A learner's exception stops the others and raises
-:class:`~dqnlab.WorkerError` with the episodes gathered so far.
+:class:`~dqnlab.runtime.errors.WorkerError` with the episodes gathered so far.
 """
 
 from __future__ import annotations
