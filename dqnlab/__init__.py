@@ -18,7 +18,7 @@ import os as _os
 # PyTorch's OpenMP threads spin while waiting for work. On a small machine where anything
 # else runs (another worker, a notebook, a test), spinning threads starve each other and a
 # 2-thread update can run 10x slower than a 1-thread one; passive waiting avoids that, and
-# learners then take one thread each (see dqnlab.schemes.parallel.torch_threads).
+# learners then take one thread each (see dqnlab.parallel.threads.torch_threads).
 # It only takes effect if torch is not imported yet; a value set by the user wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

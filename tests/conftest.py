@@ -17,3 +17,11 @@ def tiny_config() -> TrainConfig:
     return TrainConfig(total_env_steps=2_000, n_envs=8, buffer_size=2_000, batch_size=32,
                        learning_starts=200, replay_ratio=8.0, hidden=(32,), target_update=50,
                        epsilon_decay_steps=1_000, seed=0)
+
+
+@pytest.fixture
+def cfg() -> TrainConfig:
+    """The parallel schemes' tests' config: 3,000 env steps of a 32-unit network."""
+    return TrainConfig(total_env_steps=3_000, n_envs=8, buffer_size=2_000, batch_size=32,
+                       learning_starts=200, replay_ratio=8.0, hidden=(32,), target_update=50,
+                       epsilon_decay_steps=1_000, seed=0)

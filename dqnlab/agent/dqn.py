@@ -487,18 +487,10 @@ class DQNAgent:
 
     def step_optimizer(self) -> None:
         """Clip the online net's gradients (if configured) and take one optimiser step (Adam,
-        or plain SGD with the sparse fast path of n-tuple tables); counts nothing (schemes
-        that keep shared counters call this, others :meth:`apply_gradients`)."""
+        or plain SGD with the sparse fast path of n-tuple tables); counts nothing."""
         if self.config.max_grad_norm is not None:
             self._last_norm = _clip_grad_norm(self._trained_parameters(), self.config.max_grad_norm)
         _optimizer_step(self.optimizer)
-
-    def apply_gradients(self) -> None:
-        """:meth:`step_optimizer`, then count the update and sync the target network when due."""
-        self.step_optimizer()
-        self.updates += 1
-        if self.config.target_update and self.updates % self.config.target_update == 0:
-            self.sync_target()
 
     def diagnostics(self, grad_norm: bool = True) -> dict[str, float]:
         """What the last gradient computed by :meth:`compute_gradients` says about learning.
@@ -549,8 +541,22 @@ class DQNAgent:
         groups = self.optimizer.param_groups
         return groups[0]["params"] if len(groups) == 1 else [p for g in groups for p in g["params"]]
 
-    def update(self, batch: Minibatch) -> float:
-        """One gradient step on a minibatch (batched: one forward/backward for all ``B``).
+    def step(self, batch: Minibatch, targets: torch.Tensor | None = None, update: int | None = None) -> float:
+        """The DQN update's gradient step on a minibatch, without its bookkeeping: every scheme's update.
+
+        :meth:`update` adds the update count and the target sync; ``sharded`` and
+        ``averaged`` workers run it on a copy of the learner's state, ``shared`` workers on
+        the model in shared memory (and count in shared counters).
+
+        Parameters
+        ----------
+        batch : Minibatch
+            ``B`` transitions (only ``boards`` and ``actions`` are read when ``targets`` is given).
+        targets : torch.Tensor, optional
+            ``(B,)`` float32 :meth:`td_targets`, precomputed by a process that holds the same
+            weights; computed here when None.
+        update : int, optional
+            The update's number (from 1) in the error message; default ``updates + 1``.
 
         Returns
         -------
@@ -574,14 +580,37 @@ class DQNAgent:
         if flush:
             torch.set_flush_denormal(True)
         try:
-            value = self.compute_gradients(batch)
-            if not np.isfinite(value):
-                raise FloatingPointError(f"non-finite TD loss ({value}) at update {self.updates + 1}")
-            self.apply_gradients()
+            # 1-3: TD targets y, TD loss (Huber or MSE) of Q(s, a) against y, and its gradient
+            #      (autograd, or the network's written-out backprop: equal, see compute_gradients)
+            loss = self.compute_gradients(batch, targets)
+            # a non-finite loss stops training before it reaches the weights
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"non-finite TD loss ({loss}) at update {update or self.updates + 1}")
+            # 4-5: clip the gradient norm (config.max_grad_norm), one optimiser step
+            self.step_optimizer()
         finally:
             if flush:
                 torch.set_flush_denormal(False)
-        return value
+        return loss
+
+    def update(self, batch: Minibatch) -> float:
+        """One DQN update on a minibatch: :meth:`step`, count it, sync the target network when due.
+
+        Returns
+        -------
+        float
+            The TD loss before the step.
+
+        Raises
+        ------
+        FloatingPointError
+            If the loss is NaN or infinite; the weights are left unchanged.
+        """
+        loss = self.step(batch)
+        self.updates += 1
+        if self.config.target_update and self.updates % self.config.target_update == 0:
+            self.sync_target()
+        return loss
 
     def legacy_update(self, batch: Minibatch) -> float:
         """The user's original replay step: one transition at a time.

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import TrainConfig
-from ..schemes.parallel import torch_threads_set
+from ..parallel.threads import torch_threads_set
 from .timing import median_time
 
 __all__ = ["bench_acting"]
@@ -16,7 +16,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
                  config: TrainConfig | None = None, threads: int | None = 1, seed: int = 0) -> list[dict[str, Any]]:
     """Env steps per second of one process's acting at each ``n_envs`` (vectorised acting).
 
-    Times :meth:`dqnlab.schemes.base.Learner.act_step` -- the acting every scheme
+    Times :meth:`dqnlab.runtime.learner.Learner.act_step` -- the acting every scheme
     (and every ``actors`` worker) does: one batched forward pass over ``n_envs``
     boards, one vectorised game step, the replay append and episode bookkeeping --
     with greedy play (epsilon 0, so every board goes through the network, as late in
@@ -47,7 +47,7 @@ def bench_acting(n_envs: Sequence[int] = (1, 8, 64), repeats: int = 5, min_time:
     ValueError
         If ``n_envs`` is empty or holds a value < 1.
     """
-    from ..schemes.base import Learner
+    from ..runtime.learner import Learner
 
     n_envs = list(n_envs)
     if not n_envs or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in n_envs):

@@ -17,7 +17,7 @@ import numpy as np
 from ..agent.dqn import N_EXPONENTS, DQNAgent
 from ..config import TrainConfig
 from ..replay import Minibatch, ReplayBuffer
-from ..schemes.parallel import torch_threads_set
+from ..parallel.threads import torch_threads_set
 from .report import machine_info, md_machine, md_table
 from .timing import interleaved_times, median_time, work_clock
 from .update import agent_and_buffer, mlp_preset
@@ -229,7 +229,7 @@ def _denormal_part(config: TrainConfig, env_steps: int, rounds: int, min_time: f
     import copy
 
     from ..agent import dqn as agent_module
-    from ..schemes.base import Learner
+    from ..runtime.learner import Learner
 
     learner = Learner(config.replace(seed=seed, total_env_steps=10 ** 9))
     learner.run(env_steps)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import TrainConfig
-from ..schemes.parallel import torch_threads_set
+from ..parallel.threads import torch_threads_set
 from .game import bench_game
 from .report import machine_info, md_machine, md_table
 from .sb3 import sb3_dqn_settings, sb3_env
@@ -41,7 +41,7 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
 
     Both sides first play ``warmup`` env steps (untimed; see :data:`PEER_SETTINGS`), then
     take turns of about ``chunk_s`` seconds each until ``seconds`` have passed in all, so
-    that background load falls on both alike. dqnlab runs :class:`~dqnlab.schemes.base.Learner`
+    that background load falls on both alike. dqnlab runs :class:`~dqnlab.runtime.learner.Learner`
     (the loop of the ``serial`` scheme); SB3 runs ``DQN.learn`` on :func:`sb3_env` with
     :func:`sb3_dqn_settings`, continuing across turns, its epsilon held at its final value
     after the warm-up (as dqnlab's is by then).
@@ -66,7 +66,7 @@ def compare_sb3(preset: str = "seed", seconds: float = 20.0, threads: int | None
     import stable_baselines3
     from stable_baselines3 import DQN
 
-    from ..schemes.base import Learner
+    from ..runtime.learner import Learner
 
     setting = PEER_SETTINGS.get(preset, {"warmup": 1_000, "overrides": {}})
     warmup = setting["warmup"] if warmup is None else warmup

@@ -97,7 +97,7 @@ def _import_dqnlab() -> int:
     import torch
 
     import dqnlab.schemes  # noqa: F401 - what a worker imports to run a task
-    from dqnlab.schemes.base import Learner
+    from dqnlab.runtime.learner import Learner
 
     # First use of the network and the game in this process (allocator, kernels, tables).
     learner = Learner(TrainConfig(total_env_steps=64, n_envs=8, hidden=(8,), buffer_size=64, batch_size=8,

@@ -224,7 +224,7 @@ class Checkpointer:
     """Writes one run's directory: periodic and final checkpoints plus the result files.
 
     Made by :func:`dqnlab.train` and handed to the scheme (as its private
-    ``_checkpoint`` keyword), which passes it to its :class:`~dqnlab.schemes.base.RunLoop`.
+    ``_checkpoint`` keyword), which passes it to its :class:`~dqnlab.runtime.loop.RunLoop`.
 
     Parameters
     ----------

@@ -16,7 +16,7 @@ import torch
 
 from ..config import TrainConfig
 
-__all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION", "MODEL_FILE"]
+__all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION", "MODEL_FILE", "episodes_frame"]
 
 #: Columns of :attr:`RunResult.episodes`, one row per finished game.
 EPISODE_COLUMNS = ("worker", "episode", "env_steps", "wall_time_s", "score", "max_tile",
@@ -27,6 +27,18 @@ TIME_SPLIT_KEYS = ("acting", "learning", "communication")
 FORMAT_VERSION = 1
 #: The network's weights as a PyTorch ``state_dict`` in a run directory (see :meth:`RunResult.save`).
 MODEL_FILE = "model.pt"
+
+
+def episodes_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Episode rows as a DataFrame with :data:`EPISODE_COLUMNS`, sorted by wall time.
+
+    The columns have their dtypes (int64, or float64 for ``wall_time_s``, ``epsilon``,
+    ``loss``) even with no rows, so tables of runs compare and concatenate alike.
+    """
+    floats = {"wall_time_s", "epsilon", "loss"}
+    df = pd.DataFrame(rows, columns=list(EPISODE_COLUMNS)).astype(
+        {c: "float64" if c in floats else "int64" for c in EPISODE_COLUMNS})
+    return df.sort_values(["wall_time_s", "worker"], kind="stable").reset_index(drop=True)
 
 
 @dataclass
@@ -60,7 +72,7 @@ class RunResult:
     history : pandas.DataFrame
         Progress samples about once a second: ``wall_time_s``, ``env_steps``, ``updates``
         (the data of the speed plot) and the DQN diagnostics
-        (:data:`dqnlab.schemes.base.DIAGNOSTICS`): ``loss`` (TD loss of the last update),
+        (:data:`dqnlab.runtime.loop.DIAGNOSTICS`): ``loss`` (TD loss of the last update),
         ``q_max_mean`` (mean over its minibatch of max_a Q(s, a); with afterstates, of the
         trained V), ``epsilon``, ``replay_ratio`` (minibatch samples trained so far per env
         step so far) and ``grad_norm`` (L2 norm of the last gradient before clipping); the

@@ -2,7 +2,7 @@
 
 Every run with a run directory (``dqnlab.train(..., run_dir=DIR)``, ``python -m dqnlab train
 --out DIR``) writes them unless told not to (``tensorboard=False``, ``--no-tensorboard``).
-One writer, in the process that runs the run loop (:class:`dqnlab.schemes.base.RunLoop`),
+One writer, in the process that runs the run loop (:class:`dqnlab.runtime.loop.RunLoop`),
 adds one point per tag at every progress report (about once a second) that has new env steps,
 whatever the scheme; the global step is the run's env steps (all workers together), so it
 increases from point to point. A resumed run appends to the same directory and its steps
@@ -34,11 +34,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..schemes.base import Progress
+    from .loop import Progress
 
 __all__ = ["TensorBoardLog", "DIAGNOSTIC_TAGS", "FLUSH_S"]
 
-#: Tag of each diagnostic of the run loop (:data:`dqnlab.schemes.base.DIAGNOSTICS`).
+#: Tag of each diagnostic of the run loop (:data:`dqnlab.runtime.loop.DIAGNOSTICS`).
 DIAGNOSTIC_TAGS = {"loss": "train/loss", "q_max_mean": "train/q_max_mean", "epsilon": "train/epsilon",
                    "grad_norm": "train/grad_norm", "replay_ratio": "time/replay_ratio"}
 #: Seconds between the writer's flushes to disk while a run goes on (closing flushes too).

@@ -13,14 +13,15 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime.checkpoint import Checkpointer, check_checkpoint_every, prepare_resume
 from ..config import TrainConfig
 from ..options import check_names
+from ..parallel.dask import BACKENDS, CLUSTER_SCHEMES, backend_context
+from ..parallel.threads import torch_threads, torch_threads_set
+from ..runtime.checkpoint import Checkpointer, check_checkpoint_every, prepare_resume
+from ..runtime.errors import DivergedError, WorkerError
+from ..runtime.loop import deferred_interrupt
 from ..runtime.results import RunResult
 from . import actors, averaged, independent, serial, shared, sharded
-from .base import deferred_interrupt
-from .cluster import BACKENDS, CLUSTER_SCHEMES, backend_context
-from .parallel import DivergedError, WorkerError, torch_threads, torch_threads_set
 
 __all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES"]
 
@@ -126,7 +127,7 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     (status ``"interrupted"``: workers stopped, data kept, final checkpoint written)
     and a second one interrupts at once.
 
-    During the run this process uses :func:`~dqnlab.schemes.parallel.torch_threads`
+    During the run this process uses :func:`~dqnlab.parallel.threads.torch_threads`
     ``(1)`` PyTorch threads (1 under dqnlab's default passive OpenMP waiting; see
     there why); the caller's setting is restored afterwards.
     """

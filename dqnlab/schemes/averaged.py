@@ -25,8 +25,8 @@ from ..config import TrainConfig
 from ..options import SchemeOptions
 from ..replay import Minibatch
 from ..runtime.results import RunResult
-from .base import Learner
-from .parallel import run_rounds
+from ..runtime.learner import Learner
+from ..parallel.rounds import run_rounds
 
 __all__ = ["Options", "run", "draw_minibatches"]
 
@@ -82,7 +82,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     def make_batches(learner: Learner) -> tuple[list[Minibatch], None]:
         return draw_minibatches(learner, workers), None
 
-    return run_rounds("averaged", config, workers, progress, callback, {}, make_batches,
+    return run_rounds("averaged", config, workers, progress, callback, make_batches,
                       {"effective_batch": workers * config.batch_size,
                        "effective_replay_ratio": workers * config.replay_ratio,
                        "optimizer": config.optimizer}, _fault, _checkpoint)

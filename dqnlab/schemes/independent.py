@@ -2,7 +2,7 @@
 
 The user's first idea: "train multiple DQN agents at the same time, then periodically
 by some sharing plan ... share the model weights that each agent has trained". Each
-of the K learners is a whole serial DQN (:class:`~dqnlab.schemes.base.Learner`) in its
+of the K learners is a whole serial DQN (:class:`~dqnlab.runtime.learner.Learner`) in its
 own worker process: its own ``n_envs`` boards, replay buffer, online/target networks
 and Adam state, with seeds derived from ``(seed, k)``. The env-step budget is split
 evenly across learners. All learners start from the same initial weights (learner
@@ -10,7 +10,7 @@ evenly across learners. All learners start from the same initial weights (learne
 FedAvg); exploration, games and replay differ.
 
 Every ``sync_every`` updates each learner checks in with the parent (see
-:class:`~dqnlab.schemes.parallel.SyncSchedule`), posting its weights and its recent
+:class:`SyncSchedule`), posting its weights and its recent
 mean score; the parent measures how far the learners have drifted apart (the
 divergence, recorded at every check-in) and, when the schedule says so, sends every
 learner the combined weights:
@@ -34,49 +34,41 @@ buffer live for the whole run), talking to the parent through
 ``multiprocessing.Manager`` queues: the parent runs the sync barrier, gathers the
 episodes as they finish (live progress and callbacks), and can tell the learners to
 stop. A learner's exception stops the others and raises
-:class:`~dqnlab.schemes.parallel.WorkerError` with the episodes gathered so far.
+:class:`~dqnlab.runtime.errors.WorkerError` with the episodes gathered so far.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from ..agent.dqn import DQNAgent
-from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..options import SchemeOptions, option, unless, when
+from ..parallel.messages import NewWeights, Report, SyncPost, UnexpectedMessage
+from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
+from ..parallel.threads import torch_threads
+from ..parallel.weights import Weights, average_weights, divergence
+from ..parallel.workers import LearnerTask, LearnerWorkers
+from ..runtime.checkpoint import Checkpointer
+from ..runtime.driver import RunClock, build_result, run_to_end
+from ..runtime.learner import Learner, worker_seeds
+from ..runtime.loop import RunLoop, recent_score
 from ..runtime.results import RunResult
-from .base import (
-    DIAGNOSTICS,
-    Learner,
-    Progress,
-    RunLoop,
-    episodes_frame,
-    recent_score,
-    worker_seeds,
-    workers_progress,
-)
-from .parallel import (
-    SCORE_WINDOW,
-    SYNC_SCHEDULES,
-    Channel,
-    SyncSchedule,
-    TaskGroup,
-    check_fault,
-    combine_weights,
-    divergence,
-    drive_tasks,
-    split_budget,
-    torch_threads,
-)
 
-__all__ = ["Options", "run"]
+__all__ = ["Options", "run", "SYNC_SCHEDULES", "SCORE_WINDOW", "SyncSchedule", "combine_weights", "score_coefficients",
+           "best_index"]
+
+#: Sync schedules of the ``independent`` scheme.
+SYNC_SCHEDULES = ("none", "periodic", "final", "weighted", "best")
+#: Finished games whose mean score ranks a learner (``weighted`` and ``best`` schedules).
+SCORE_WINDOW = 20
+
 
 
 @dataclass(frozen=True)
@@ -156,276 +148,298 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
     budgets = split_budget(config.total_env_steps, workers)
-    init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()
-    state = _State(workers, init, config.batch_size)
+    init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()  # every learner starts here
+    parent = _Parent(workers, config.batch_size, init, options.sync, options.temperature)
     resumed = _checkpoint.state if _checkpoint is not None else None
     if resumed is not None:
-        state.restore(resumed)
-    loop: RunLoop
-    group: TaskGroup | None = None
+        parent.restore(resumed)
 
     def result(status: str | None = None) -> RunResult:
-        return state.result(config, options.sync, options.temperature, options.to_dict(), loop, status, group)
+        weights, how = parent.final_weights()
+        return build_result("independent", config, workers, loop, parent.progress(), weights, status, options.to_dict(),
+                            {"per_worker": parent.per_worker(), "divergence": list(parent.divergence),
+                             "syncs": parent.syncs, "final_weights": how, "common_init": True,
+                             "score_window": SCORE_WINDOW, "torch_threads_per_worker": torch_threads(workers)})
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
-    t0_wall = time.time() - (time.perf_counter() - loop.t0)
-    kwargs = [dict(config=config, worker=k, budget=budgets[k], sync=options.sync, sync_every=options.sync_every,
-                   final_fraction=options.final_fraction, t0_wall=t0_wall, init_weights=init if workers > 1 else None,
-                   report_every_s=loop.report_every_s / 2, fault=_fault, checkpointing=_checkpoint is not None,
-                   resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
+    tasks = [dict(config=config, worker=k, budget=budgets[k], sync=options.sync,
+                  sync_every=options.sync_every, final_fraction=options.final_fraction, clock=RunClock.of(loop), init_weights=init if workers > 1 else None,
+                  report_every_s=loop.report_every_s / 2, fault=_fault, checkpointing=_checkpoint is not None,
+                  resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
-    def handle(kind: str, k: int, payload: Any) -> None:
-        state.handle(kind, k, payload, loop, group, options.sync, options.temperature)
+    def learners() -> None:
+        with TaskGroup(_learner_task, tasks) as group:
+            parent.group, parent.loop = group, loop
+            parent.complete_rounds()  # rounds left open by the checkpoint resumed from
+            drive_tasks(group, loop, parent, checkpoints=_checkpoint is not None)
 
-    def checkpoint(states: dict[int, Any]) -> None:
-        loop.write_checkpoint(state.checkpoint(states))
-
-    try:
-        with TaskGroup(_learner_task, kwargs) as group:
-            for r in sorted(state.rounds):  # rounds left open by the checkpoint resumed from
-                state._complete(r, loop, group, options.sync, options.temperature)
-            drive_tasks(group, loop, handle, state.progress, "independent", lambda: result("failed"),
-                        checkpoint=checkpoint if _checkpoint is not None else None)
-    except KeyboardInterrupt:
-        loop.interrupt()
-    finally:
-        loop.close()
-    if _checkpoint is not None and len(state.final_states) == workers:  # every learner sent its final state
-        loop.write_checkpoint(state.checkpoint({}))
-    return result()
+    return run_to_end("independent", loop, learners, result, final_state=parent.final_checkpoint)
 
 
-class _State:
-    """What the parent knows about the learners (updated from their messages)."""
+# ----------------------------------------------------------------------------- the sync schedule
+@dataclass
+class SyncSchedule:
+    """When an ``independent`` learner checks in, and whether that check-in syncs.
 
-    def __init__(self, workers: int, init: dict, batch_size: int):
-        self.workers, self.batch_size = workers, batch_size
-        self.rows: list[dict[str, Any]] = []
-        self.latest = [{"env_steps": 0, "updates": 0, "timing": {"acting": 0.0, "learning": 0.0},
-                        "comm_s": 0.0, "score": math.nan, "diagnostics": dict.fromkeys(DIAGNOSTICS, math.nan)}
-                       for _ in range(workers)]
-        self.weights: list[dict | None] = [None] * workers  # last weights seen per learner
-        self.final: list[dict | None] = [None] * workers
-        self.init = init
+    A learner checks in each time its update count crosses a multiple of
+    ``sync_every`` (round ``r = updates // sync_every``). At every check-in it posts
+    its weights (for the divergence measurement); the check-in is **active** -- the
+    learner waits for the combined weights -- when the schedule says so:
+
+    * ``none``: never;
+    * ``periodic``, ``weighted``, ``best``: always;
+    * ``final``: when ``progress >= 1 - final_fraction`` (progress = fraction of the
+      budget spent, env steps or seconds, whichever is further along), so with the
+      default 0.25 never before 75% of the budget.
+
+    Parameters
+    ----------
+    schedule : str
+        One of :data:`SYNC_SCHEDULES`.
+    sync_every : int
+        Updates (of this learner) between check-ins.
+    final_fraction : float
+        In (0, 1]: the last fraction of the budget in which ``final`` syncs.
+    """
+
+    schedule: str
+    sync_every: int
+    final_fraction: float = 0.25
+    last_round: int = 0
+
+    def active(self, progress: float) -> bool:
+        """Whether a check-in at budget fraction ``progress`` (in [0, 1]) syncs."""
+        if self.schedule == "none":
+            return False
+        if self.schedule == "final":
+            return progress >= 1.0 - self.final_fraction - 1e-12
+        return True
+
+    def check(self, updates: int, progress: float) -> tuple[int, bool] | None:
+        """Call after every learning step: ``(round, active)`` at a check-in, else None."""
+        r = updates // self.sync_every
+        if r <= self.last_round:
+            return None
+        self.last_round = r
+        return r, self.active(progress)
+
+
+def score_coefficients(scores: Sequence[float], temperature: float) -> np.ndarray:
+    """Softmax of mean scores: ``c_k = exp(s_k / T) / sum_j exp(s_j / T)``.
+
+    Parameters
+    ----------
+    scores : sequence of float
+        Each learner's recent mean game score (points); NaN (no finished game yet)
+        counts as the lowest finite score, and all-NaN gives equal coefficients.
+    temperature : float
+        T in points, > 0. Small T favours the best learner strongly (T -> 0 is
+        ``best``); large T approaches the plain mean.
+
+    Returns
+    -------
+    (K,) float64 coefficients summing to 1.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if not np.isfinite(s).any():
+        return np.full(len(s), 1.0 / len(s))
+    s = np.where(np.isfinite(s), s, np.nanmin(np.where(np.isfinite(s), s, np.nan)))
+    z = (s - s.max()) / temperature  # shift for numerical stability; softmax is shift-invariant
+    e = np.exp(z)
+    return e / e.sum()
+
+
+def best_index(scores: Sequence[float]) -> int:
+    """Index of the highest finite score (ties: the lowest index; all NaN: 0)."""
+    s = np.asarray(scores, dtype=np.float64)
+    return int(np.argmax(np.where(np.isfinite(s), s, -np.inf))) if np.isfinite(s).any() else 0
+
+
+def combine_weights(schedule: str, weights: Sequence[Weights], scores: Sequence[float],
+                    temperature: float = 500.0) -> tuple[Weights, np.ndarray]:
+    """The weights every learner gets at a sync, per schedule.
+
+    ``periodic`` and ``final``: plain mean; ``weighted``: mean with
+    :func:`score_coefficients`; ``best``: a copy of the best learner's weights;
+    ``none``: also the best learner's (used only for the run's final weights:
+    averaging learners that never synchronised is not meaningful).
+
+    Returns
+    -------
+    (weights, coefficients)
+        The combined dict and the (K,) coefficients used (one-hot for ``best``).
+    """
+    if schedule not in SYNC_SCHEDULES:
+        raise ValueError(f"sync must be one of {list(SYNC_SCHEDULES)}, got {schedule!r}")
+    k = len(weights)
+    if schedule in ("best", "none"):
+        c = np.zeros(k)
+        c[best_index(scores)] = 1.0
+        return {n: np.array(v, dtype=np.float32, copy=True) for n, v in weights[int(c.argmax())].items()}, c
+    c = score_coefficients(scores, temperature) if schedule == "weighted" else np.full(k, 1.0 / k)
+    return average_weights(weights, c), c
+
+
+# ----------------------------------------------------------------------------- the parent
+class _Parent(LearnerWorkers):
+    """What the parent knows of the learners, and the sync barrier: it closes each round
+    once every running learner has checked in, and sends the combined weights."""
+
+    def __init__(self, workers: int, batch_size: int, init: Weights, sync: str, temperature: float):
+        super().__init__(workers, batch_size, {"score": math.nan})
+        self.init, self.sync, self.temperature = init, sync, temperature
+        self.weights: list[Weights | None] = [None] * workers  # last weights seen per learner
         self.alive = set(range(workers))
-        self.rounds: dict[int, dict[int, dict[str, Any]]] = {}
+        self.rounds: dict[int, dict[int, SyncPost]] = {}  # open rounds: learner -> its post
         self.divergence: list[dict[str, Any]] = []
         self.syncs = 0
-        self.torch_threads = [None] * workers
-        self.final_states: dict[int, Any] = {}  # learners' states sent with their "done" (checkpoints)
 
-    # ------------------------------------------------------------------ checkpoints
-    def absorb(self, k: int, st: dict[str, Any]) -> None:
-        """Make this view of learner ``k`` that of its checkpoint state ``st``."""
-        learner = st["learner"]
-        rows = [dict(r) for r in learner["episodes"]]
-        self.rows = [r for r in self.rows if r["worker"] != k] + rows
-        self.latest[k] = {"env_steps": int(learner["env_steps"]), "updates": int(learner["agent"]["updates"]),
-                          "timing": dict(learner["timing"]), "comm_s": float(st["comm"]),
-                          "score": recent_score(rows, SCORE_WINDOW), "diagnostics": self.latest[k]["diagnostics"]}
-        self.weights[k] = {name: t.detach().numpy().copy() for name, t in learner["agent"]["online"].items()}
+    def receive(self, msg: Any) -> None:
+        if isinstance(msg, SyncPost):
+            self.weights[msg.worker] = msg.weights
+            self.rounds.setdefault(msg.round, {})[msg.worker] = msg
+            self.complete_rounds()
+            return
+        super().receive(msg)
+        if isinstance(msg, Report) and msg.done:
+            self.weights[msg.worker] = msg.weights
 
-    def checkpoint(self, states: dict[int, Any]) -> dict[str, Any]:
-        """The scheme's checkpoint state from the learners' ``states`` (learners that
-        have exited contribute the final state they sent)."""
-        states = {**self.final_states, **states}
-        missing = sorted(set(range(self.workers)) - set(states))
-        if missing:  # cannot happen while drive_tasks gathers the states; never write a partial cut
-            raise RuntimeError(f"checkpoint without the state of learners {missing}")
-        for k, st in states.items():
-            self.absorb(k, st)
-        return {"workers": [states[k] for k in range(self.workers)],
-                "parent": {"rounds": {r: dict(p) for r, p in self.rounds.items()},
+    def exited(self, worker: int) -> None:
+        self.alive.discard(worker)
+        self.complete_rounds()
+
+    def checkpoint_ended(self) -> None:
+        self.complete_rounds()  # rounds held back while the checkpoint was gathered
+
+    def complete_rounds(self) -> None:
+        """Close every open round that every learner still running has checked in to (not while
+        a checkpoint is gathered: the checkpoint keeps the round open)."""
+        for r in sorted(self.rounds):
+            posted = self.rounds[r]
+            if not self.alive <= set(posted) or self.checkpoint_pending:
+                continue
+            del self.rounds[r]
+            ks = sorted(posted)
+            ws, scores = [posted[k].weights for k in ks], [posted[k].score for k in ks]
+            # A round syncs only if every learner in it asked to (with a time budget the
+            # learners may disagree at the start of the final phase: then nobody syncs).
+            applied = self.sync != "none" and all(posted[k].active for k in ks)
+            combined, coefs = combine_weights(self.sync, ws, scores, self.temperature) if applied else (None, None)
+            for k in ks:
+                if posted[k].active:
+                    self.group.send(k, NewWeights(combined))
+            d, rel = divergence(ws) if len(ws) > 1 else (0.0, 0.0)
+            self.syncs += int(applied)
+            self.divergence.append({
+                "round": r, "updates": max(posted[k].updates for k in ks),
+                "env_steps": sum(posted[k].env_steps for k in ks), "wall_time_s": self.loop.elapsed,
+                "learners": ks, "divergence": d, "divergence_rel": rel, "synced": applied,
+                "coefficients": None if coefs is None else [float(c) for c in coefs],
+                "scores": [float(s) for s in scores]})
+
+    def absorb(self, k: int, state: dict[str, Any]) -> None:
+        super().absorb(k, state)
+        self.weights[k] = {name: t.detach().numpy().copy() for name, t in state["learner"]["agent"]["online"].items()}
+
+    def absorb_extra(self, k: int, state: dict[str, Any]) -> dict[str, Any]:
+        return {"score": recent_score([r for r in self.rows if r["worker"] == k], SCORE_WINDOW)}
+
+    def own_state(self) -> dict[str, Any]:
+        rounds = {r: {k: {f: v for f, v in vars(p).items() if f != "worker"} for k, p in posted.items()}
+                  for r, posted in self.rounds.items()}
+        return {"parent": {"rounds": rounds,
                            "divergence": list(self.divergence), "syncs": self.syncs}}
 
     def restore(self, saved: dict[str, Any]) -> None:
-        """Continue from :meth:`checkpoint` output."""
-        if len(saved["workers"]) != self.workers:
-            raise ValueError(f"checkpoint of {len(saved['workers'])} learners, not {self.workers}")
-        for k, st in enumerate(saved["workers"]):
-            self.absorb(k, st)
+        super().restore(saved)
         parent = saved["parent"]
-        self.rounds = {int(r): {int(k): p for k, p in posted.items()} for r, posted in parent["rounds"].items()}
+        self.rounds = {int(r): {int(k): SyncPost(int(k), **p) for k, p in posted.items()}
+                       for r, posted in parent["rounds"].items()}
         self.divergence = list(parent["divergence"])
         self.syncs = int(parent["syncs"])
 
-    def progress(self) -> Progress:
-        """The run's :class:`~dqnlab.schemes.base.Progress` (each learner's diagnostics from its last report)."""
-        return workers_progress(self.latest, self.rows, self.batch_size)
+    def per_worker(self) -> list[dict[str, Any]]:
+        return [{**w, "score_recent": latest["score"]} for w, latest in zip(super().per_worker(), self.latest)]
 
-    def handle(self, kind: str, k: int, payload: Any, loop: RunLoop, group: TaskGroup, sync: str,
-               temperature: float) -> None:
-        if kind in ("progress", "done"):
-            self.rows.extend(payload["rows"])
-            self.latest[k] = {key: payload[key] for key in self.latest[k]}
-            if kind == "done":
-                self.final[k] = self.weights[k] = payload["weights"]
-                if payload.get("state") is not None:
-                    self.final_states[k] = payload["state"]
-                    self.absorb(k, payload["state"])
-        elif kind == "checkpoint_end":
-            for r in sorted(self.rounds):  # rounds held back while the checkpoint was gathered
-                self._complete(r, loop, group, sync, temperature)
-        elif kind == "sync":
-            self.weights[k] = payload["weights"]
-            self.rounds.setdefault(payload["round"], {})[k] = payload
-            self._complete(payload["round"], loop, group, sync, temperature)
-        elif kind == "exit":
-            self.alive.discard(k)
-            for r in sorted(self.rounds):
-                self._complete(r, loop, group, sync, temperature)
-
-    def _complete(self, r: int, loop: RunLoop, group: TaskGroup, sync: str, temperature: float) -> None:
-        """Close round ``r`` once every learner still running has checked in (not while
-        a checkpoint is being gathered: the checkpoint keeps the round open)."""
-        posted = self.rounds.get(r)
-        if posted is None or not self.alive <= set(posted) or group.checkpoint_pending:
-            return
-        del self.rounds[r]
-        ks = sorted(posted)
-        ws = [posted[k]["weights"] for k in ks]
-        scores = [posted[k]["score"] for k in ks]
-        # A round syncs only if every learner in it asked to (with a time budget the
-        # learners may disagree at the start of the final phase: then nobody syncs).
-        applied = sync != "none" and all(posted[k]["active"] for k in ks)
-        combined, coefs = combine_weights(sync, ws, scores, temperature) if applied else (None, None)
-        for k in ks:
-            if posted[k]["active"]:
-                group.send(k, ("weights", combined))
-        d, rel = divergence(ws) if len(ws) > 1 else (0.0, 0.0)
-        self.syncs += int(applied)
-        self.divergence.append({
-            "round": r, "updates": max(posted[k]["updates"] for k in ks),
-            "env_steps": sum(posted[k]["env_steps"] for k in ks), "wall_time_s": loop.elapsed,
-            "learners": ks, "divergence": d, "divergence_rel": rel, "synced": applied,
-            "coefficients": None if coefs is None else [float(c) for c in coefs],
-            "scores": [float(s) for s in scores],
-        })
-
-    def result(self, config: TrainConfig, sync: str, temperature: float, options: dict, loop: RunLoop,
-               status: str | None, group: TaskGroup | None = None) -> RunResult:
+    def final_weights(self) -> tuple[Weights, str]:
+        """The run's weights -- the combination the schedule would make at one more sync -- and how they were made."""
         have = [k for k in range(self.workers) if self.weights[k] is not None]
-        scores = [self.latest[k]["score"] for k in have]
         if not have:
-            weights, how = self.init, "initial weights (no learner has reported weights yet)"
-        elif len(have) == 1:
-            weights, how = self.weights[have[0]], f"learner {have[0]}"
-        else:
-            weights, coefs = combine_weights(sync, [self.weights[k] for k in have], scores, temperature)
-            how = {"none": f"best learner by recent score (learner {have[int(coefs.argmax())]})",
-                   "best": f"best learner by recent score (learner {have[int(coefs.argmax())]})",
-                   "weighted": f"score-weighted average, coefficients {[round(float(c), 4) for c in coefs]}"
-                   }.get(sync, "plain average of the learners' last weights")
-        per_worker = [{
-            "worker": k, "env_steps": w["env_steps"], "updates": w["updates"],
-            "episodes": sum(1 for r in self.rows if r["worker"] == k), "acting_s": w["timing"]["acting"],
-            "learning_s": w["timing"]["learning"], "communication_s": w["comm_s"], "score_recent": w["score"],
-            "pid": None if group is None else group.pids.get(k),
-        } for k, w in enumerate(self.latest)]
-        progress = self.progress()
-        return RunResult(
-            scheme="independent", config=config, workers=self.workers, episodes=episodes_frame(self.rows),
-            env_steps=progress.env_steps, updates=progress.updates, wall_time_s=loop.elapsed,
-            time_split=dict(progress.time_split),
-            weights=weights, history=pd.DataFrame(loop.history), status=status or loop.status,
-            options=dict(options),
-            extra={"per_worker": per_worker, "divergence": list(self.divergence), "syncs": self.syncs,
-                   "final_weights": how, "common_init": True, "score_window": SCORE_WINDOW,
-                   "torch_threads_per_worker": torch_threads(self.workers)},
-        )
+            return self.init, "initial weights (no learner has reported weights yet)"
+        if len(have) == 1:
+            return self.weights[have[0]], f"learner {have[0]}"
+        scores = [self.latest[k]["score"] for k in have]
+        weights, coefs = combine_weights(self.sync, [self.weights[k] for k in have], scores, self.temperature)
+        best = f"best learner by recent score (learner {have[int(coefs.argmax())]})"
+        how = {"none": best, "best": best,
+               "weighted": f"score-weighted average, coefficients {[round(float(c), 4) for c in coefs]}"
+               }.get(self.sync, "plain average of the learners' last weights")
+        return weights, how
 
 
-def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, budget: int | None, sync: str,
-                  sync_every: int, final_fraction: float, t0_wall: float, init_weights: dict | None,
-                  report_every_s: float, fault: dict[str, Any] | None, checkpointing: bool = False,
-                  resume: dict[str, Any] | None = None) -> None:
+# ----------------------------------------------------------------------------- a learner (a worker task)
+class _IndependentLearner(LearnerTask):
+    """A learner task that checks in at every sync round (and waits for the weights when active)."""
+
+    def __init__(self, ch: Channel, learner: Learner, schedule: SyncSchedule, **kw: Any):
+        self.schedule = schedule
+        self.awaiting: int | None = None  # the sync round this learner posted and waits on
+        super().__init__(ch, learner, **kw)
+
+    def after_step(self) -> None:
+        """Check in when a sync round is due: post the weights, and wait for the combined ones when active."""
+        t0 = time.perf_counter()
+        due = self.schedule.check(self.learner.updates, self.budget_fraction())
+        if due is None:
+            return
+        r, active = due
+        learner = self.learner
+        self.ch.send(SyncPost(self.ch.worker, r, active, learner.agent.get_weights(),
+                              recent_score(learner.episodes, SCORE_WINDOW), learner.env_steps, learner.updates))
+        if active:
+            self.awaiting = r
+            self.sync_wait()
+        self.comm += time.perf_counter() - t0
+
+    def sync_wait(self) -> None:
+        """Wait for the round's weights (None: the round did not sync; a stop ends the wait)."""
+        reply = self.ch.wait()
+        if isinstance(reply, NewWeights):
+            if reply.weights is not None:
+                self.learner.agent.set_weights(reply.weights)
+        elif not self.ch.stopped:
+            raise UnexpectedMessage(f"learner {self.ch.worker} (at a sync barrier)", reply)
+        self.awaiting = None
+
+    def report_extra(self) -> dict[str, Any]:
+        return {"score": recent_score(self.learner.episodes, SCORE_WINDOW)}
+
+    def state_extra(self) -> dict[str, Any]:
+        return {"last_round": self.schedule.last_round, "awaiting": self.awaiting}
+
+    def load_extra(self, state: dict[str, Any]) -> None:
+        self.schedule.last_round, self.awaiting = int(state["last_round"]), state["awaiting"]
+
+    def final_weights(self) -> Weights:
+        return self.learner.agent.get_weights()
+
+    def run(self) -> None:
+        if self.awaiting is not None:  # resumed at a sync barrier: the parent has our post
+            t0 = time.perf_counter()
+            self.sync_wait()
+            self.comm += time.perf_counter() - t0
+        super().run()
+
+
+def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, sync_every: int,
+                  final_fraction: float, init_weights: Weights | None, **kw: Any) -> None:
     """One learner, in a worker process, for the whole run (see the module docstring).
 
-    Sends ``progress`` (new episode rows, counters, timing) every ``report_every_s``,
-    ``sync`` at every check-in (waiting for the parent's weights when active), and
-    ``done`` with its final weights. On an exception it first sends the rows
-    gathered since the last report, then re-raises (the task wrapper reports it).
-
-    With ``checkpointing``, it answers the parent's checkpoint requests with its
-    state (and sends its final state with ``done``); ``resume`` is such a state to
-    continue from (including a sync round it was waiting on).
+    ``init_weights``: the common initial weights (None: the learner's own, one learner);
+    ``kw``: :class:`~dqnlab.parallel.workers.LearnerTask`'s (budget, clock, reports,
+    fault, checkpointing, resume).
     """
-    clock0 = time.perf_counter() - (time.time() - t0_wall)  # the parent's start, on this process's clock
-    learner = Learner(config, worker=worker, clock0=clock0)
-    deadline = None if config.max_seconds is None else clock0 + config.max_seconds
-    schedule = SyncSchedule(sync, sync_every, final_fraction)
-    comm = 0.0
-    sent = 0
-    awaiting: int | None = None  # the sync round this learner posted and waits on
-    if resume is not None:
-        learner.load_state_dict(resume["learner"])
-        schedule.last_round, comm, awaiting = int(resume["last_round"]), float(resume["comm"]), resume["awaiting"]
-        sent = len(learner.episodes)  # the parent has them, from the checkpoint
-    elif init_weights is not None:
+    learner = Learner(config, worker=worker)
+    if init_weights is not None and kw["resume"] is None:
         learner.agent.set_weights(init_weights, target=True)
-
-    def state() -> dict[str, Any]:
-        nonlocal sent
-        sent = len(learner.episodes)  # the state carries every game: the parent takes them from it
-        return {"learner": learner.state_dict(), "last_round": schedule.last_round, "comm": comm,
-                "awaiting": awaiting}
-
-    if checkpointing:
-        ch.state = state
-
-    def sync_wait() -> None:
-        nonlocal awaiting
-        reply = ch.wait()
-        if reply[0] == "weights" and reply[1] is not None:
-            learner.agent.set_weights(reply[1])
-        awaiting = None
-
-    def budget_fraction(now: float) -> float:
-        p = 0.0 if budget is None else learner.env_steps / budget
-        if config.max_seconds is not None:
-            p = max(p, (now - clock0) / config.max_seconds)
-        return min(1.0, p)
-
-    def report(kind: str, **more: Any) -> None:
-        nonlocal sent, comm
-        t0 = time.perf_counter()
-        rows, sent = learner.episodes[sent:], len(learner.episodes)
-        ch.send(kind, {"env_steps": learner.env_steps, "updates": learner.updates, "rows": rows,
-                       "timing": dict(learner.timing), "comm_s": comm,
-                       "score": recent_score(learner.episodes, SCORE_WINDOW),
-                       "diagnostics": learner.diagnostics(), **more})
-        comm += time.perf_counter() - t0
-
-    next_report = time.perf_counter() + report_every_s
-    try:
-        if awaiting is not None:  # resumed at a sync barrier: the parent has our post
-            t0 = time.perf_counter()
-            sync_wait()
-            comm += time.perf_counter() - t0
-        while ((budget is None or learner.env_steps < budget)
-               and (deadline is None or time.perf_counter() < deadline) and not ch.stopped):
-            learner.act_step()
-            learner.learn()
-            check_fault(fault, worker, env_steps=learner.env_steps, updates=learner.updates)
-            now = time.perf_counter()
-            due = schedule.check(learner.updates, budget_fraction(now))
-            if due is not None:
-                r, active = due
-                ch.send("sync", {"round": r, "active": active, "weights": learner.agent.get_weights(),
-                                 "score": recent_score(learner.episodes, SCORE_WINDOW),
-                                 "env_steps": learner.env_steps, "updates": learner.updates})
-                if active:
-                    awaiting = r
-                    sync_wait()
-                comm += time.perf_counter() - now
-            if now >= next_report:
-                next_report = now + report_every_s
-                report("progress")
-                t0 = time.perf_counter()
-                ch.poll()
-                ch.serve_checkpoint()
-                comm += time.perf_counter() - t0
-    except BaseException:
-        report("progress")  # keep the games finished since the last report
-        raise
-    report("done", weights=learner.agent.get_weights(), state=state() if checkpointing else None)
+    _IndependentLearner(ch, learner, SyncSchedule(sync, sync_every, final_fraction), **kw).run()

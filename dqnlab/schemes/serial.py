@@ -10,12 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.checkpoint import Checkpointer
 from ..config import TrainConfig
 from ..options import SchemeOptions
+from ..runtime.checkpoint import Checkpointer
+from ..runtime.driver import build_result, run_to_end
+from ..runtime.learner import Learner
+from ..runtime.loop import RunLoop
 from ..runtime.results import RunResult
-from .base import Learner, RunLoop, episodes_frame
-from .parallel import DivergedError
 
 __all__ = ["Options", "run"]
 
@@ -67,34 +68,21 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     learner = Learner(config)
     if _checkpoint is not None and _checkpoint.state is not None:
         learner.load_state_dict(_checkpoint.state["learner"])
-    loop = RunLoop(config, progress=progress, callback=callback, snapshot=lambda: _result(learner, loop),
-                   checkpointer=_checkpoint, state=lambda: {"learner": learner.state_dict()})
+
+    def time_split() -> dict[str, float]:
+        return {**learner.timing, "communication": 0.0}
+
+    def result(status: str | None = None) -> RunResult:
+        return build_result("serial", config, 1, loop, learner.progress(time_split()), learner.agent.get_weights(),
+                            status)
+
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint,
+                   state=lambda: {"learner": learner.state_dict()})
     learner.clock0 = loop.t0
-    try:
+
+    def train() -> None:
         while not loop.done:
             learner.run(loop.chunk_steps(config.n_envs), loop.report_deadline())
-            loop.report(learner.progress(_time_split(learner)))
-    except KeyboardInterrupt:
-        loop.interrupt()
-    except FloatingPointError as e:  # a non-finite loss: the last good checkpoint stays
-        loop.close()
-        raise DivergedError("serial", None, str(e), "", _result(learner, loop, "failed")) from None
-    finally:
-        loop.close()
-    loop.finish()
-    return _result(learner, loop)
+            loop.report(learner.progress(time_split()))
 
-
-def _result(learner: Learner, loop: RunLoop, status: str | None = None) -> RunResult:
-    import pandas as pd
-
-    return RunResult(
-        scheme="serial", config=learner.config, workers=1, episodes=episodes_frame(learner.episodes),
-        env_steps=learner.env_steps, updates=learner.updates, wall_time_s=loop.elapsed,
-        time_split=_time_split(learner), weights=learner.agent.get_weights(),
-        history=pd.DataFrame(loop.history), status=status or loop.status,
-    )
-
-
-def _time_split(learner: Learner) -> dict[str, float]:
-    return {**learner.timing, "communication": 0.0}
+    return run_to_end("serial", loop, train, result)

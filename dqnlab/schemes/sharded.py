@@ -32,8 +32,8 @@ from ..config import TrainConfig
 from ..options import SchemeOptions
 from ..replay import Minibatch
 from ..runtime.results import RunResult
-from .base import Learner
-from .parallel import run_rounds
+from ..runtime.learner import Learner
+from ..parallel.rounds import run_rounds
 
 __all__ = ["Options", "run", "shard"]
 
@@ -110,6 +110,6 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         return shard(learner.buffer.sample(config.batch_size), workers)
 
     sizes = shard(Minibatch(*(np.zeros(config.batch_size),) * 6), workers)[1]
-    return run_rounds("sharded", config, workers, progress, callback, {}, make_batches,
+    return run_rounds("sharded", config, workers, progress, callback, make_batches,
                       {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size,
                        "optimizer": config.optimizer}, _fault, _checkpoint)

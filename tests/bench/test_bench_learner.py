@@ -154,7 +154,7 @@ def test_bench_learner_rows_on_a_tiny_budget():
 
 def test_update_flushes_denormals_only_while_it_runs_and_changes_no_weight(tiny_config):
     import dqnlab.agent.dqn as agent_module
-    from dqnlab.schemes.base import Learner
+    from dqnlab.runtime.learner import Learner
 
     assert not agent_module._flushing_denormals()
     config = tiny_config.replace(hidden=(64,), learning_starts=64)

@@ -19,7 +19,8 @@ import dqnlab
 from dqnlab import DQNAgent, TrainConfig
 from dqnlab.cli import main
 from dqnlab.runtime.checkpoint import load_checkpoint, save_checkpoint
-from dqnlab.schemes.base import DIAGNOSTICS, episodes_frame
+from dqnlab.runtime.loop import DIAGNOSTICS
+from dqnlab.runtime.results import episodes_frame
 from helpers import filled_buffer
 
 #: Tags every run with updates writes (per worker ones come on top).

@@ -1,18 +1,15 @@
-"""Machinery every scheme shares: one process's learner, the budget loop, the result.
+"""The run loop every scheme reports to: budget, progress, history, log, callback, Ctrl-C.
 
-A :class:`Learner` is the serial DQN algorithm made fast: ``n_envs`` boards stepped
-at once with one batched forward pass, transitions appended to a preallocated replay
-buffer, and batched updates owed at a fixed replay ratio. Schemes combine learners
-(or their pieces) across processes; :class:`RunLoop` enforces the budget, draws the
-progress bar, records the history (with the DQN diagnostics of :data:`DIAGNOSTICS`),
-writes the TensorBoard log, calls the user's callback and turns Ctrl-C or a Stop into
-a clean end. Every scheme reports to it as a :class:`Progress`.
+:class:`RunLoop` enforces the budget, draws the progress bar, records the history (with
+the DQN diagnostics of :data:`DIAGNOSTICS`), writes the TensorBoard log, calls the
+user's callback, writes periodic checkpoints and turns Ctrl-C or a Stop into a clean
+end. Every scheme reports to it as a :class:`Progress`; :func:`deferred_interrupt`
+makes the first Ctrl-C a request to end the run at the loop's next check.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import signal
 import threading
@@ -21,19 +18,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
-from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
 from ..config import TrainConfig
-from ..game import VecGame2048, legal_actions_batch
-from ..game.rules import legal_actions_unchecked
-from ..replay import ReplayBuffer
-from ..runtime.results import EPISODE_COLUMNS, RunResult
-from ..runtime.tensorboard import TensorBoardLog
+from .results import RunResult
+from .tensorboard import TensorBoardLog
 
-__all__ = ["Learner", "RunLoop", "Progress", "DIAGNOSTICS", "worker_seeds", "deferred_interrupt",
-           "mean_diagnostics", "replay_ratio", "workers_progress"]
+__all__ = ["RunLoop", "Progress", "DIAGNOSTICS", "RECENT_GAMES", "deferred_interrupt", "mean_diagnostics",
+           "replay_ratio", "workers_progress", "recent_score"]
 
 #: The DQN diagnostics in :attr:`RunResult.history <dqnlab.RunResult.history>`, sampled at every
 #: progress report: ``loss``, ``q_max_mean`` and ``grad_norm`` of the last update (see
@@ -109,188 +101,6 @@ def workers_progress(latest: Sequence[Mapping[str, Any]], games: Sequence[Mappin
                     mean_diagnostics(learners, updates * batch_size, env_steps), learners)
 
 
-def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:
-    """Independent seeds (env, replay, agent) for ``worker`` derived from ``(seed, worker)``."""
-    ss = np.random.SeedSequence([seed, worker])
-    return tuple(int(s.generate_state(1)[0]) for s in ss.spawn(3))  # type: ignore[return-value]
-
-
-class Learner:
-    """One DQN learner: its own ``n_envs`` boards, replay buffer and agent.
-
-    Parameters
-    ----------
-    config : TrainConfig
-    worker : int
-        Index of this learner; seeds derive from ``(config.seed, worker)`` and it is
-        written in the ``worker`` column of the episodes.
-    clock0 : float, optional
-        ``time.perf_counter()`` value that episode wall times count from.
-
-    Attributes
-    ----------
-    env_steps : int
-        Env steps taken (``n_envs`` per :meth:`act_step`).
-    episodes : list of dict
-        One row per finished game (see :data:`dqnlab.runtime.results.EPISODE_COLUMNS`).
-    timing : dict
-        Seconds spent ``acting`` (network forward, env step, replay append) and
-        ``learning`` (sampling and updates).
-    samples_per_update : int
-        Minibatch samples one update trains on (``config.batch_size``; a scheme whose
-        update trains on more, such as ``averaged``, sets it), for the replay ratio.
-    """
-
-    def __init__(self, config: TrainConfig, worker: int = 0, clock0: float | None = None):
-        self.config = config
-        self.worker = worker
-        env_seed, replay_seed, agent_seed = worker_seeds(config.seed, worker)
-        self.env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
-                               invalid_move_reward=config.invalid_move_reward)
-        self.buffer = ReplayBuffer(config.buffer_size, seed=replay_seed)
-        self.agent = DQNAgent(config, seed=agent_seed)
-        self.boards = self.env.reset()
-        self.masks = legal_actions_batch(self.boards)
-        self.env_steps = 0
-        self.episodes: list[dict[str, Any]] = []
-        self.timing = {"acting": 0.0, "learning": 0.0}
-        self.last_loss = math.nan
-        self.samples_per_update = config.batch_size
-        self._credit = 0.0
-        self.clock0 = time.perf_counter() if clock0 is None else clock0
-
-    @property
-    def epsilon(self) -> float:
-        """Current exploration rate (see :func:`dqnlab.agent.dqn.epsilon_at`)."""
-        return epsilon_at(self.config, self.env_steps, self.agent.updates)
-
-    @property
-    def updates(self) -> int:
-        return self.agent.updates
-
-    def act_step(self) -> int:
-        """Act on every board once, store the transitions, log finished games.
-
-        Returns the number of env steps taken (``n_envs``).
-        """
-        t0 = time.perf_counter()
-        actions = self.agent.act(self.boards, self.masks, self.epsilon)
-        out = self.env.step(actions)
-        done = out.terminated | out.truncated
-        # out.boards == out.next_boards except where a finished game was reset: reuse its masks
-        next_masks = out.action_masks.copy()
-        if done.any():
-            next_masks[done] = legal_actions_unchecked(out.next_boards[done])
-        self.buffer.add_batch(self.boards, actions, transform_rewards(self.config, out.rewards),
-                              out.next_boards, out.terminated, next_masks)
-        self.boards, self.masks = out.boards, out.action_masks
-        n = len(actions)
-        self.env_steps += n
-        finished = np.flatnonzero(done)
-        if len(finished):
-            self._log_episodes(out, finished)
-            if self.config.target_update == 0:
-                self.agent.sync_target()
-        if self.learning_ready():
-            self._credit += n * self.config.updates_per_env_step
-        self.timing["acting"] += time.perf_counter() - t0
-        return n
-
-    def _log_episodes(self, out: Any, finished: np.ndarray) -> None:
-        now = time.perf_counter() - self.clock0
-        eps = self.epsilon
-        for i in finished:
-            self.episodes.append({
-                "worker": self.worker, "episode": len(self.episodes), "env_steps": self.env_steps,
-                "wall_time_s": now, "score": int(out.episode_scores[i]),
-                "max_tile": int(out.episode_max_tiles[i]), "moves": int(out.episode_moves[i]),
-                "epsilon": eps, "loss": self.last_loss,
-            })
-
-    def learning_ready(self) -> bool:
-        """Whether updates are owed for new env steps: ``learning_starts`` env steps taken
-        and a full minibatch in the buffer (schemes may redefine what counts)."""
-        return self.env_steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size
-
-    def spend_updates(self, n: int) -> None:
-        """Mark ``n`` owed updates as done by the caller (schemes that update the agent
-        themselves, e.g. across worker processes, instead of calling :meth:`learn`)."""
-        self._credit -= n
-
-    def owed_updates(self) -> int:
-        """Updates due at the replay ratio for the env steps taken so far."""
-        return int(self._credit)
-
-    def learn(self, max_updates: int | None = None) -> int:
-        """Do the updates owed (at most ``max_updates``); returns how many were done."""
-        n = self.owed_updates() if max_updates is None else min(max_updates, self.owed_updates())
-        if n <= 0:
-            return 0
-        t0 = time.perf_counter()
-        for _ in range(n):
-            self.last_loss = self.agent.update(self.buffer.sample(self.config.batch_size))
-        self._credit -= n
-        self.timing["learning"] += time.perf_counter() - t0
-        return n
-
-    def diagnostics(self) -> dict[str, float]:
-        """This learner's :data:`DIAGNOSTICS` now (its own replay ratio: its updates' samples
-        per env step it took). Cheap: a few small reductions, made when called."""
-        return {**self.agent.diagnostics(), "epsilon": self.epsilon,
-                "replay_ratio": replay_ratio(self.updates * self.samples_per_update, self.env_steps)}
-
-    def progress(self, time_split: Mapping[str, float]) -> Progress:
-        """The :class:`Progress` of a run made of this one learner, with the scheme's ``time_split`` (seconds)."""
-        return Progress(self.env_steps, self.updates, self.episodes, time_split, self.diagnostics())
-
-    def run(self, env_steps: int, deadline: float | None = None) -> None:
-        """Alternate acting and learning for ``env_steps`` env steps or until ``deadline``.
-
-        ``deadline`` is a ``time.perf_counter()`` value.
-        """
-        target = self.env_steps + env_steps
-        while self.env_steps < target and (deadline is None or time.perf_counter() < deadline):
-            self.act_step()
-            self.learn()
-
-    # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: agent (both networks, optimiser,
-        exploration stream), replay buffer, the games in progress, counters, episodes,
-        timing and the owed-update credit (copies)."""
-        return {"worker": self.worker, "agent": self._agent_state(), "buffer": self.buffer.state_dict(),
-                "env": self.env.state_dict(), "boards": self.boards.copy(), "masks": self.masks.copy(),
-                "env_steps": self.env_steps, "episodes": [dict(r) for r in self.episodes],
-                "timing": dict(self.timing), "last_loss": self.last_loss, "credit": self._credit}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (from a learner of the same config and worker index).
-
-        Raises
-        ------
-        ValueError
-            If the state is another worker's, or its parts do not fit this learner.
-        """
-        if state["worker"] != self.worker:
-            raise ValueError(f"learner state is worker {state['worker']}'s, not worker {self.worker}'s")
-        self._load_agent_state(state["agent"])
-        self.buffer.load_state_dict(state["buffer"])
-        self.env.load_state_dict(state["env"])
-        self.boards = np.array(state["boards"], np.uint8)
-        self.masks = np.array(state["masks"], bool)
-        self.env_steps = int(state["env_steps"])
-        self.episodes = [dict(r) for r in state["episodes"]]
-        self.timing = {k: float(v) for k, v in state["timing"].items()}
-        self.last_loss = float(state["last_loss"])
-        self._credit = float(state["credit"])
-
-    def _agent_state(self) -> dict[str, Any]:
-        return copy.deepcopy(self.agent.state_dict())
-
-    def _load_agent_state(self, state: dict[str, Any]) -> None:
-        self.agent.load_state_dict(state)
-
-
 class RunLoop:
     """Budget, progress bar, history, TensorBoard log, callback, checkpoints and interruption for one run.
 
@@ -321,8 +131,9 @@ class RunLoop:
     state : callable, optional
         ``state() -> dict``: the scheme's checkpoint state, for schemes whose state
         can be read at any report (then :meth:`report` writes the periodic
-        checkpoints). Schemes whose state lives in worker processes leave it out and
-        call :meth:`write_checkpoint` themselves.
+        checkpoints, and :func:`~dqnlab.runtime.driver.run_to_end` the final one). Schemes whose
+        state lives in worker processes leave it out: their periodic checkpoints are gathered
+        from the workers, and they give :func:`~dqnlab.runtime.driver.run_to_end` their final state.
     """
 
     def __init__(self, config: TrainConfig, progress: bool = True,
@@ -459,13 +270,6 @@ class RunLoop:
         else:
             self.checkpointer.write(state, self.state_dict(), result)
 
-    def finish(self) -> None:
-        """Write the final checkpoint from :attr:`state` (schemes with a ``state``
-        function call this after :meth:`close`); skipped after an abrupt interrupt,
-        when the state may be half-updated (the last checkpoint is kept)."""
-        if self.state is not None and self.checkpointer is not None and not self.abrupt:
-            self.write_checkpoint(self.state())
-
     def close(self) -> None:
         """End the run's display and log: close the bar and flush and close the TensorBoard
         log (again: nothing). Schemes call it on every way out, failures included."""
@@ -520,18 +324,7 @@ def deferred_interrupt() -> Iterator[None]:
         _SIGINT.requested, _SIGINT.presses = False, 0
 
 
-def episodes_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Episode rows as a DataFrame with :data:`EPISODE_COLUMNS`, sorted by wall time.
-
-    The columns have their dtypes (int64, or float64 for ``wall_time_s``, ``epsilon``,
-    ``loss``) even with no rows, so tables of runs compare and concatenate alike.
-    """
-    floats = {"wall_time_s", "epsilon", "loss"}
-    df = pd.DataFrame(rows, columns=list(EPISODE_COLUMNS)).astype(
-        {c: "float64" if c in floats else "int64" for c in EPISODE_COLUMNS})
-    return df.sort_values(["wall_time_s", "worker"], kind="stable").reset_index(drop=True)
-
-
 def recent_score(rows: Sequence[Mapping[str, Any]], n: int = RECENT_GAMES) -> float:
     """Mean score of the last ``n`` episodes in ``rows`` (NaN if none)."""
     return float(np.mean([r["score"] for r in rows[-n:]])) if rows else math.nan
+

@@ -13,7 +13,7 @@ How the pieces map:
   ``joblib.parallel_config(backend="dask", client=client)``, so the synchronous
   rounds of ``sharded`` and ``averaged`` go to the cluster unchanged;
 * the long-lived worker tasks of ``independent`` and ``actors``
-  (:class:`~dqnlab.schemes.parallel.TaskGroup`) talk to the parent through
+  (:class:`~dqnlab.parallel.tasks.TaskGroup`) talk to the parent through
   :class:`DaskQueue` -- ``distributed.Queue`` objects, i.e. through the scheduler --
   instead of a ``multiprocessing.Manager``, whose queues only processes of this
   machine (sharing its authentication key) can reach;
@@ -187,7 +187,7 @@ class DaskQueue:
 
     Items are pickled to bytes (a ``distributed.Queue`` carries msgpack data).
     :meth:`get` and :meth:`get_nowait` raise :class:`queue.Empty` like the standard
-    queue, so :class:`~dqnlab.schemes.parallel.Channel` and ``TaskGroup`` use either.
+    queue, so :class:`~dqnlab.parallel.tasks.Channel` and ``TaskGroup`` use either.
     Pickles by name: unpickled in a task on a worker, it reaches the same queue
     through that worker's client.
     """
@@ -235,7 +235,7 @@ class DaskQueue:
 
 
 def task_transport(workers: int) -> tuple[Any, DaskQueue, list[DaskQueue], Any] | None:
-    """For :class:`~dqnlab.schemes.parallel.TaskGroup`: when joblib's active backend in
+    """For :class:`~dqnlab.parallel.tasks.TaskGroup`: when joblib's active backend in
     this thread is Dask, ``(backend, inbox, outboxes, close)`` -- the backend object to
     run the tasks with (joblib's configuration is per thread, and the tasks are
     started from a helper thread), the queues, and a function that releases them.

@@ -21,7 +21,7 @@ import pytest
 
 from dqnlab.runtime.checkpoint import load_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 TRAIN = ["train", "--preset", "mlp", "--workers", "2", "--env-steps", "10000000", "--n-envs", "8", "--batch-size", "32",

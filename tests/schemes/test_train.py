@@ -139,7 +139,7 @@ def test_episode_table_has_its_dtypes_even_when_empty(tiny_config):
 
 def test_stored_next_masks_are_the_legal_moves_of_next_boards(tiny_config):
     from dqnlab.game import legal_actions_batch
-    from dqnlab.schemes.base import Learner
+    from dqnlab.runtime.learner import Learner
 
     learner = Learner(tiny_config.replace(max_moves=20))  # truncations as well as game overs
     for _ in range(200):

@@ -18,7 +18,7 @@ import pytest
 import dqnlab
 from dqnlab import TrainConfig
 from dqnlab.cli import main
-from dqnlab.schemes import cluster
+from dqnlab.parallel import dask as cluster
 
 distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")

@@ -1,0 +1,272 @@
+"""Synchronous rounds: the loop of ``sharded`` and ``averaged``.
+
+The parent acts and owns the replay buffer; every update is one joblib round in which
+each of K workers takes one optimiser step (:meth:`DQNAgent.step <dqnlab.DQNAgent.step>`)
+from a copy of the current state, and the K results are averaged back into the parent's
+learner (:func:`parallel_update`). :func:`run_rounds` is the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import joblib
+import numpy as np
+import torch
+
+from ..agent.dqn import DQNAgent
+from ..config import TrainConfig
+from ..replay import Minibatch
+from ..runtime.driver import build_result, run_to_end
+from ..runtime.errors import TaskFailed
+from ..runtime.learner import Learner
+from ..runtime.loop import RunLoop
+from ..runtime.results import RunResult
+from .faults import check_fault, describe
+from .procwatch import exit_from_pool_error
+from .threads import parent_handles_sigint, pin_torch_threads, torch_threads
+from .weights import (
+    average_optimizer_states,
+    average_weights,
+    load_optimizer_state,
+    normalised_coefficients,
+    optimizer_state,
+)
+
+__all__ = ["train_step_task", "RoundStats", "parallel_update", "run_rounds"]
+
+
+_STEP_AGENT = threading.local()
+
+
+def _step_agent(config: TrainConfig) -> DQNAgent:
+    """This thread's scratch agent for :func:`train_step_task` (built once per config)."""
+    cache = vars(_STEP_AGENT)  # this thread's
+    if cache.get("key") != config:
+        cache.update(key=config, agent=DQNAgent(config, seed=0))
+    return cache["agent"]
+
+
+def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainConfig,
+                    state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
+                    update: int, fault: dict[str, Any] | None = None, grad_norm: bool = False) -> dict[str, Any]:
+    """One optimiser step from a copy of the learner's state, in a worker (errors are returned, not raised).
+
+    Loads ``state`` (``online`` weights and optimiser state ``opt``) into a scratch
+    agent, computes the TD loss and its gradient (:meth:`DQNAgent.compute_gradients`,
+    the mean over the ``n`` transitions) of ``boards`` ``(n, 4, 4)`` uint8 and ``actions`` ``(n,)`` int64
+    against the precomputed ``targets`` ``(n,)`` float32 (:meth:`DQNAgent.td_targets`,
+    computed by the parent, which holds the same weights: no need to ship the target
+    network), backpropagates, clips the gradient norm (``config.max_grad_norm``) and
+    takes one step of the config's optimiser.
+
+    Returns
+    -------
+    dict
+        ``ok`` True with ``weights``, ``opt`` (new optimiser state), ``diagnostics``
+        (:meth:`DQNAgent.diagnostics` of the step: the loss before it and mean max-Q; with
+        ``grad_norm``, the gradient norm too, which an n-tuple table's sparse gradient
+        makes cost about a step) and ``compute_s`` (seconds of the step); or ``ok`` False
+        with ``message`` and ``traceback`` text of the exception.
+    """
+    try:
+        with parent_handles_sigint(parent_pid):
+            return _train_step(worker, workers, parent_pid, config, state, boards, actions, targets,
+                               update, fault, grad_norm)
+    except Exception as e:  # reported to the parent, which raises WorkerError
+        return {"ok": False, "message": describe(e), "traceback": traceback.format_exc()}
+
+
+def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
+                state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
+                update: int, fault: dict[str, Any] | None, grad_norm: bool) -> dict[str, Any]:
+    pin_torch_threads(workers, parent_pid)
+    check_fault(fault, worker, updates=update)
+    t0 = time.perf_counter()
+    agent = _step_agent(config)
+    agent.set_weights(state["online"])
+    load_optimizer_state(agent, state["opt"])
+    agent.step(Minibatch(boards, actions, None, None, None, None), torch.from_numpy(targets), update=update + 1)
+    out = {"ok": True, "weights": agent.get_weights(), "opt": optimizer_state(agent),
+           "diagnostics": agent.diagnostics(grad_norm)}
+    out["compute_s"] = time.perf_counter() - t0
+    return out
+
+
+class RoundStats:
+    """Time accounting of :func:`parallel_update` rounds, per worker (seconds): ``compute`` and
+    ``comm`` ``(K,)`` float64, the parent's own ``parent`` seconds, ``rounds`` and their ``round_s``."""
+
+    def __init__(self, workers: int):
+        self.compute = np.zeros(workers)
+        self.comm = np.zeros(workers)
+        self.parent = 0.0
+        self.rounds = 0
+        self.round_s = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The statistics as a checkpoint holds them (copies)."""
+        return {"compute": self.compute.copy(), "comm": self.comm.copy(), "parent": self.parent,
+                "rounds": self.rounds, "round_s": self.round_s}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (of as many workers)."""
+        if len(state["compute"]) != len(self.compute):
+            raise ValueError(f"round stats of {len(state['compute'])} workers, not {len(self.compute)}")
+        self.compute, self.comm = np.array(state["compute"], float), np.array(state["comm"], float)
+        self.parent, self.rounds, self.round_s = float(state["parent"]), int(state["rounds"]), float(state["round_s"])
+
+
+def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequence[Minibatch],
+                    coefficients: Sequence[float] | np.ndarray | None,
+                    stats: RoundStats | None = None, fault: dict[str, Any] | None = None,
+                    grad_norm: bool = False) -> float:
+    """One update of ``agent`` by K workers, each stepping on one of ``batches``; the
+    returned weights (and optimiser states) are averaged into ``agent``.
+
+    This is the update of the ``sharded`` scheme (``batches`` = shards of one
+    minibatch, ``coefficients`` = shard sizes) and of ``averaged`` (K independent
+    minibatches, equal coefficients). With plain SGD, one step and coefficients
+    proportional to shard sizes, the result equals one SGD step on the concatenated
+    minibatch: ``sum_k (n_k/B) (w - lr g_k) = w - lr sum_k (n_k/B) g_k``.
+
+    Parameters
+    ----------
+    parallel : joblib.Parallel
+        An open pool (``with joblib.Parallel(n_jobs=K) as parallel``).
+    agent : DQNAgent
+        The learner; its weights, optimiser state and update count are updated, its
+        target network is synced when ``config.target_update`` says so, and its
+        :meth:`~DQNAgent.diagnostics` become the coefficient-weighted means of the workers'.
+    batches : sequence of Minibatch
+        One per worker.
+    coefficients : sequence of float, optional
+        Averaging weights (normalised); None = equal.
+    stats : RoundStats, optional
+        Accumulates per-worker compute and communication seconds.
+    grad_norm : bool
+        Also measure the workers' gradient norms (the agent's ``grad_norm`` keeps the
+        last one measured otherwise); default False.
+
+    Returns
+    -------
+    float
+        The coefficient-weighted mean of the workers' TD losses before the step.
+
+    Raises
+    ------
+    TaskFailed
+        If a worker raised or its process died (the caller turns it into WorkerError).
+    """
+    t0 = time.perf_counter()
+    k = len(batches)
+    batches = [agent.augment(b) for b in batches]  # (config.augment_symmetry) before the targets are computed
+    targets = [agent.td_targets(b).numpy() for b in batches]
+    state = {"online": agent.get_weights(), "opt": optimizer_state(agent)}
+    t1 = time.perf_counter()
+    try:
+        results = parallel(joblib.delayed(train_step_task)(i, k, os.getpid(), agent.config, state,
+                                                           batches[i].boards, batches[i].actions, targets[i],
+                                                           agent.updates, fault, grad_norm)
+                           for i in range(k))
+    except Exception as e:  # a dead process (TerminatedWorkerError) or a broken pool
+        how = exit_from_pool_error(str(e)) or describe(e).splitlines()[0]
+        raise TaskFailed(None, f"a worker process died ({how})", traceback.format_exc()) from e
+    t2 = time.perf_counter()
+    for i, r in enumerate(results):
+        if not r["ok"]:
+            raise TaskFailed(i, r["message"], r["traceback"])
+    c = normalised_coefficients(k, coefficients)
+    agent.set_weights(average_weights([r["weights"] for r in results], c))
+    load_optimizer_state(agent, average_optimizer_states([r["opt"] for r in results], c))
+    agent.record_diagnostics({name: np.dot(c, [r["diagnostics"][name] for r in results])
+                              for name in results[0]["diagnostics"]})
+    agent.updates += 1
+    if agent.config.target_update and agent.updates % agent.config.target_update == 0:
+        agent.sync_target()
+    t3 = time.perf_counter()
+    if stats is not None:
+        compute = np.array([r["compute_s"] for r in results])
+        stats.compute += compute
+        stats.comm += np.maximum(0.0, (t2 - t1) - compute)
+        stats.parent += (t1 - t0) + (t3 - t2)
+        stats.rounds += 1
+        stats.round_s += t2 - t1
+    return agent.diagnostics()["loss"]
+
+
+def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
+               callback: Callable[[RunResult], Any] | None,
+               make_batches: Callable[[Learner], tuple[list[Minibatch], np.ndarray | None]],
+               extra: dict[str, Any], fault: dict[str, Any] | None = None,
+               checkpoint: Any = None) -> RunResult:
+    """The loop of the synchronous schemes (``sharded``, ``averaged``).
+
+    The parent is the single learner (:class:`~dqnlab.runtime.learner.Learner`: ``n_envs``
+    boards, the replay buffer, epsilon, the replay ratio); every owed update is one
+    :func:`parallel_update` round over ``make_batches(learner)``. Budget, progress,
+    callback and Ctrl-C as in :class:`~dqnlab.runtime.loop.RunLoop`; the end of the run
+    as :func:`~dqnlab.runtime.driver.run_to_end`.
+
+    Time split: ``acting`` is the parent's acting; ``learning`` is the workers'
+    step time (summed) plus the parent's own update work (sampling, TD targets,
+    packing the state, averaging); ``communication`` is, per worker, the round's wall time minus
+    its step time (pickling, transfer, dispatch, waiting for the slowest), summed.
+
+    Diagnostics: the workers' coefficient-weighted loss and mean max-Q of every update;
+    their gradient norm is measured on the first update after each report only (an
+    n-tuple table's sparse gradient makes it cost about as much as the step).
+
+    ``extra`` goes into the result's ``extra`` (``effective_batch``: the samples one
+    update trains on). ``checkpoint`` (a :class:`~dqnlab.runtime.checkpoint.Checkpointer`):
+    the parent's learner and the round statistics are the whole state (workers keep none
+    between rounds), so a resumed run continues exactly, with the same number of workers.
+    """
+    learner = Learner(config, worker=0)
+    learner.samples_per_update = extra["effective_batch"]  # sharded: B, in shards; averaged: K minibatches of B
+    stats = RoundStats(workers)
+    if checkpoint is not None and checkpoint.state is not None:
+        learner.load_state_dict(checkpoint.state["learner"])
+        stats.load_state_dict(checkpoint.state["rounds"])
+
+    def time_split() -> dict[str, float]:
+        return {"acting": learner.timing["acting"],
+                "learning": float(stats.compute.sum() + stats.parent + learner.timing["learning"]),
+                "communication": float(stats.comm.sum())}
+
+    def result(status: str | None = None) -> RunResult:
+        per_worker = [{"worker": i, "learning_s": float(stats.compute[i]), "communication_s": float(stats.comm[i])}
+                      for i in range(workers)]
+        return build_result(scheme, config, workers, loop, learner.progress(time_split()),
+                            learner.agent.get_weights(), status,
+                            extra={**extra, "per_worker": per_worker, "torch_threads_per_worker": torch_threads(workers),
+                                   "rounds": stats.rounds,
+                                   "round_ms_mean": 1000 * stats.round_s / stats.rounds if stats.rounds else None})
+
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=checkpoint,
+                   state=lambda: {"learner": learner.state_dict(), "rounds": stats.state_dict()})
+    learner.clock0 = loop.t0
+
+    def rounds() -> None:
+        with joblib.Parallel(n_jobs=workers, batch_size=1) as parallel:
+            while not loop.done:
+                target = learner.env_steps + loop.chunk_steps(config.n_envs)
+                norm_measured = False  # the gradient norm reported is the chunk's first (a sparse one costs a step)
+                while learner.env_steps < target and (loop.deadline is None or time.perf_counter() < loop.deadline):
+                    learner.act_step()
+                    for _ in range(learner.owed_updates()):
+                        t0 = time.perf_counter()
+                        batches, coefs = make_batches(learner)
+                        learner.timing["learning"] += time.perf_counter() - t0
+                        learner.last_loss = parallel_update(parallel, learner.agent, batches, coefs,
+                                                            stats, fault, grad_norm=not norm_measured)
+                        norm_measured = True
+                        learner.spend_updates(1)
+                loop.report(learner.progress(time_split()))
+
+    return run_to_end(scheme, loop, rounds, result)

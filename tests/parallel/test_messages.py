@@ -1,0 +1,54 @@
+"""Typed messages: each side handles the kinds it knows and raises on any other."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+from dqnlab.parallel.messages import Checkpoint, Checkpointed, NewWeights, Report, Stop, Throttle, UnexpectedMessage
+from dqnlab.parallel.tasks import Channel
+from dqnlab.parallel.workers import LearnerWorkers
+
+
+def _channel(*orders) -> Channel:
+    inbox, outbox = queue.Queue(), queue.Queue()
+    for order in orders:
+        outbox.put(order)
+    return Channel(0, inbox, outbox)
+
+
+def test_orders_come_in_order_a_stop_sets_stopped_and_a_late_confirmation_is_dropped():
+    ch = _channel(NewWeights(None, 3), Checkpointed(1), Throttle(True), Stop(), Checkpoint(2))
+    assert ch.orders() == [NewWeights(None, 3), Throttle(True), Checkpoint(2)]
+    assert ch.stopped
+
+
+def test_a_channel_raises_on_what_is_not_an_order():
+    ch = _channel(("weights", None))  # the tuples of before: no longer understood, never dropped
+    with pytest.raises(UnexpectedMessage, match="worker 0"):
+        ch.orders()
+
+
+def test_a_checkpoint_request_during_a_wait_is_answered_with_the_state():
+    ch = _channel(Checkpoint(5), NewWeights({"w": None}))
+    ch.state = lambda: {"x": 1}
+    assert ch.wait() == NewWeights({"w": None})
+    reply = ch.inbox.get_nowait()
+    assert (reply.worker, reply.id, reply.state) == (0, 5, {"x": 1})
+
+
+def test_serving_a_checkpoint_without_a_handler_raises_on_another_order():
+    ch = _channel(Throttle(False))
+    with pytest.raises(UnexpectedMessage, match="serving checkpoint 1"):
+        ch.serve_checkpoint(1)
+
+
+def test_the_parent_side_of_learners_takes_reports_and_raises_on_other_kinds():
+    parent = LearnerWorkers(2, batch_size=32, extra={"score": 0.0})
+    parent.receive(Report(1, False, [{"worker": 1, "score": 4}], 80, 5, {"acting": 1.0, "learning": 2.0}, 0.5,
+                          {"loss": 0.1}, {"score": 4.0}))
+    assert parent.latest[1]["env_steps"] == 80 and parent.latest[1]["score"] == 4.0 and len(parent.rows) == 1
+    assert parent.progress().env_steps == 80
+    with pytest.raises(UnexpectedMessage):
+        parent.receive(("progress", 1, {}))

@@ -1,0 +1,66 @@
+"""Shared memory: the shared replay buffer across processes; the block is removed after a run."""
+
+from __future__ import annotations
+
+import os
+
+import joblib
+import numpy as np
+import pytest
+
+import dqnlab
+from dqnlab.parallel.shm import SharedArrays, SharedReplay
+from dqnlab.schemes.shared import shared_layout
+
+
+# ----------------------------------------------------------------------------- shared memory
+def _write_marker(handle, worker, workers):
+    arrays = SharedArrays.attach(handle)
+    replay = SharedReplay(arrays, worker, workers, seed=worker)
+    n = 3
+    replay.add_batch(np.full((n, 4, 4), 5, np.uint8), np.full(n, 2), np.full(n, 12345.0, np.float32),
+                     np.full((n, 4, 4), 6, np.uint8), np.zeros(n, bool), np.ones((n, 4), bool))
+    del replay
+    arrays.close()
+    return os.getpid()
+
+
+def test_shared_replay_transition_written_by_one_worker_is_sampled_by_another(cfg):
+    config = cfg.replace(buffer_size=64)
+    arrays = SharedArrays.create(shared_layout(config, 2, n_params=10, n_tensors=2))
+    try:
+        pid = joblib.Parallel(n_jobs=2)(joblib.delayed(_write_marker)(arrays.handle, 1, 2) for _ in range(1))[0]
+        assert pid != os.getpid()  # written by another process
+        assert list(arrays["seg_size"]) == [0, 3]  # into worker 1's segment only
+        reader = SharedReplay(arrays, 0, 2, seed=0)
+        assert len(reader) == 3
+        batch = reader.sample(50)
+        assert np.all(batch.rewards == 12345.0) and np.all(batch.actions == 2)
+        assert np.all(batch.boards == 5) and np.all(batch.next_boards == 6)
+        # worker 0 writes too: samples now come from both segments
+        reader.add_batch(np.zeros((4, 4, 4), np.uint8), np.zeros(4), np.ones(4, np.float32),
+                         np.zeros((4, 4, 4), np.uint8), np.zeros(4, bool), np.ones((4, 4), bool))
+        rewards = set(reader.sample(200).rewards.tolist())
+        assert rewards == {1.0, 12345.0}
+        del reader, batch
+    finally:
+        arrays.close()
+        arrays.unlink()
+
+
+def test_shared_memory_is_removed_after_a_run(cfg, monkeypatch):
+    created = []
+    original = SharedArrays.create.__func__
+
+    def spy(cls, spec):
+        arrays = original(cls, spec)
+        created.append(arrays.shm.name)
+        return arrays
+
+    monkeypatch.setattr(SharedArrays, "create", classmethod(spy))
+    dqnlab.train("shared", cfg.replace(total_env_steps=400), workers=1, progress=False)
+    assert created
+    from multiprocessing import shared_memory
+
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=created[0])

@@ -1,0 +1,46 @@
+"""The driver: how every run ends, and the run's clock in another process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dqnlab.runtime.driver import RunClock, run_to_end
+from dqnlab.runtime.errors import DivergedError, TaskFailed, WorkerError
+from dqnlab.runtime.loop import RunLoop
+
+
+def test_the_run_clock_puts_the_start_and_deadline_on_this_process_clock():
+    t0 = time.perf_counter() - 2.0
+    clock = RunClock(time.time() - (time.perf_counter() - t0), max_seconds=10.0)
+    start, deadline = clock.local()
+    assert start == pytest.approx(t0, abs=0.05) and deadline == pytest.approx(t0 + 10.0, abs=0.05)
+    assert RunClock(time.time(), None).local()[1] is None
+
+
+@pytest.mark.parametrize("raised,expected,worker", [
+    (KeyboardInterrupt(), None, None),
+    (FloatingPointError("non-finite TD loss (nan) at update 7"), DivergedError, None),
+    (TaskFailed(1, "RuntimeError: boom", "tb"), WorkerError, 1),
+    (TaskFailed(0, "FloatingPointError: non-finite TD loss (inf) at update 3", "tb"), DivergedError, 0),
+])
+def test_every_way_a_run_ends(tiny_config, raised, expected, worker):
+    loop = RunLoop(tiny_config, progress=False)
+    statuses = []
+
+    def result(status=None):
+        statuses.append(status or loop.status)
+        return statuses[-1]
+
+    def body():
+        raise raised
+
+    if expected is None:
+        assert run_to_end("serial", loop, body, result) == "interrupted"
+        return
+    with pytest.raises(expected) as info:
+        run_to_end("serial", loop, body, result)
+    assert info.value.partial == "failed" and info.value.worker == worker
+    if expected is DivergedError:
+        assert info.value.update in (3, 7)

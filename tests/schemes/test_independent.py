@@ -1,0 +1,107 @@
+"""``independent``: score coefficients, combined weights, the sync schedule, end-to-end runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import check_totals
+
+import dqnlab
+from dqnlab.schemes.independent import SyncSchedule, combine_weights, score_coefficients
+
+
+def test_softmax_score_coefficients():
+    c = score_coefficients([0.0, 500.0], temperature=500.0)
+    np.testing.assert_allclose(c, [1 / (1 + np.e), np.e / (1 + np.e)])
+    np.testing.assert_allclose(score_coefficients([1e6, 1e6 + 10], 1.0).sum(), 1.0)  # no overflow
+    np.testing.assert_allclose(score_coefficients([np.nan, np.nan], 10.0), [0.5, 0.5])
+    nan_low = score_coefficients([np.nan, 100.0, 0.0], 100.0)  # NaN counts as the lowest score
+    assert nan_low[0] == pytest.approx(nan_low[2]) and nan_low[1] > nan_low[0]
+
+
+def test_combine_weights_per_schedule():
+    w = [{"x": np.full(3, float(i), np.float32)} for i in range(3)]
+    scores = [10.0, 30.0, 20.0]
+    best, c = combine_weights("best", w, scores)
+    np.testing.assert_array_equal(best["x"], w[1]["x"])
+    np.testing.assert_array_equal(c, [0, 1, 0])
+    best["x"][0] = 99  # a copy, not the learner's own array
+    assert w[1]["x"][0] == 1.0
+    mean, c = combine_weights("periodic", w, scores)
+    np.testing.assert_allclose(mean["x"], 1.0)
+    weighted, c = combine_weights("weighted", w, scores, temperature=10.0)
+    expected = score_coefficients(scores, 10.0)
+    np.testing.assert_allclose(weighted["x"], np.dot(expected, [0, 1, 2]), rtol=1e-6)
+    assert c.argmax() == 1
+
+
+# ----------------------------------------------------------------------------- sync schedules
+def test_periodic_schedule_fires_at_every_multiple_even_across_jumps():
+    s = SyncSchedule("periodic", sync_every=10)
+    fired = [u for u in range(0, 101) if s.check(u, 0.5)]
+    assert fired == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    s = SyncSchedule("periodic", sync_every=10)
+    assert [s.check(u, 0.5) for u in (9, 12, 15, 31, 33)] == [None, (1, True), None, (3, True), None]
+
+
+def test_none_schedule_checks_in_but_never_syncs():
+    s = SyncSchedule("none", sync_every=5)
+    checks = [s.check(u, u / 50) for u in range(51)]
+    assert [c for c in checks if c] == [(r, False) for r in range(1, 11)]
+
+
+def _simulate(schedule: SyncSchedule, budget: int, n_envs: int, updates_per_step: float, learning_starts: int):
+    """Drive a schedule like a Learner does: returns (env_steps, active) at each check-in."""
+    env, credit, updates, out = 0, 0.0, 0, []
+    while env < budget:
+        env += n_envs
+        if env >= learning_starts:
+            credit += n_envs * updates_per_step
+        updates += int(credit) - updates if int(credit) > updates else 0
+        due = schedule.check(updates, env / budget)
+        if due:
+            out.append((env, due[1]))
+    return out
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 0.1])
+def test_final_schedule_never_syncs_before_its_fraction(fraction):
+    budget = 100_000
+    checks = _simulate(SyncSchedule("final", sync_every=50, final_fraction=fraction), budget, 32, 1 / 32, 5_000)
+    active = [env for env, a in checks if a]
+    inactive = [env for env, a in checks if not a]
+    assert active and inactive
+    assert min(active) >= (1 - fraction) * budget
+    assert max(inactive) < (1 - fraction) * budget
+    # every check-in in the final phase syncs: ~ fraction x (updates / sync_every)
+    assert len(active) == pytest.approx(fraction * budget / 32 / 50, abs=2)
+
+
+def test_final_schedule_default_starts_at_75_percent():
+    s = SyncSchedule("final", sync_every=1)
+    assert not s.active(0.7499) and s.active(0.75) and s.active(1.0)
+
+
+def test_independent_final_schedule_end_to_end(cfg):
+    run = dqnlab.train("independent", cfg, workers=2, progress=False, sync="final", sync_every=10)
+    check_totals(run, cfg, 2)
+    rounds = run.extra["divergence"]
+    synced = [r for r in rounds if r["synced"]]
+    assert synced and len(synced) < len(rounds)
+    assert all(r["env_steps"] >= 0.75 * cfg.total_env_steps for r in synced)  # never before 75% of the budget
+    assert all(r["divergence"] > 0 for r in rounds)
+    assert run.extra["syncs"] == len(synced)
+    assert run.options == {"sync": "final", "sync_every": 10, "final_fraction": 0.25, "temperature": 500.0}
+    assert {w["env_steps"] for w in run.extra["per_worker"]} == {1504}  # 3000 split in two, in steps of 8
+
+
+def test_independent_best_makes_learners_identical_after_each_sync(cfg):
+    run = dqnlab.train("independent", cfg.replace(total_env_steps=2_000), workers=2, progress=False,
+                       sync="best", sync_every=10)
+    rounds = run.extra["divergence"]
+    assert all(r["synced"] for r in rounds) and len(rounds) >= 3
+    assert all(sorted(r["coefficients"]) == [0.0, 1.0] for r in rounds)
+    # After a sync both learners continue from one model: divergence stays small (10 updates apart)
+    none = dqnlab.train("independent", cfg.replace(total_env_steps=2_000), workers=2, progress=False,
+                        sync="none", sync_every=10)
+    assert rounds[-1]["divergence"] < none.extra["divergence"][-1]["divergence"]
