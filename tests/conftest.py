@@ -1,5 +1,8 @@
 """Shared fixtures: tiny configs so every test runs in seconds."""
 
+import logging
+import os
+
 import matplotlib
 import pytest
 import torch
@@ -8,7 +11,7 @@ matplotlib.use("Agg")
 # Tests run beside other work on 2 cores; one intra-op thread avoids OpenMP spin contention.
 torch.set_num_threads(1)
 
-from dqnlab import TrainConfig  # noqa: E402
+from dqnlab import TrainConfig, train  # noqa: E402
 
 
 @pytest.fixture
@@ -25,3 +28,29 @@ def cfg() -> TrainConfig:
     return TrainConfig(total_env_steps=3_000, n_envs=8, buffer_size=2_000, batch_size=32,
                        learning_starts=200, replay_ratio=8.0, hidden=(32,), target_update=50,
                        epsilon_decay_steps=1_000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """``(run directory, RunResult)`` of a short mlp run."""
+    config = TrainConfig.preset("mlp", total_env_steps=2_000, n_envs=16, learning_starts=256, buffer_size=2_000,
+                                batch_size=32, seed=0)
+    run = train("serial", config, progress=False)
+    return run.save(tmp_path_factory.mktemp("run")), run
+
+
+@pytest.fixture
+def small_run(cfg, tmp_path):
+    train("serial", cfg.replace(total_env_steps=400), progress=False, run_dir=tmp_path / "run")
+    return tmp_path / "run"
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A running scheduler with two one-thread worker processes, and their pids (skipped without dask)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, silence_logs=logging.ERROR) as lc:
+        with distributed.Client(lc, set_as_default=False) as client:
+            pids = set(client.run(os.getpid).values())
+            yield lc.scheduler_address, client, pids

@@ -11,7 +11,7 @@ from dqnlab.game import board_from_tiles, legal_actions_batch
 from dqnlab.runtime.learner import Learner
 from dqnlab.runtime.results import TIME_SPLIT_KEYS
 
-# The settings of the fuzz tests (tests/test_fuzz.py, tests/game/test_fuzz_game.py).
+# The settings of the fuzz tests (tests/test_replay_fuzz.py, tests/game/test_fuzz_game.py).
 FUZZ = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -6,9 +6,24 @@ from pathlib import Path
 
 import pytest
 
+from PIL import Image
+
+import dqnlab
+from dqnlab import evaluate, play
 from dqnlab.cli import main
+from dqnlab.runtime.checkpoint import load_checkpoint
+from dqnlab.runtime.results import TIME_SPLIT_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _main(args, capsys):
+    """``main(args)``'s exit status and stderr, argparse's exits included."""
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
 
 
 def _cli(*args, timeout=120):
@@ -246,3 +261,219 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
     assert b["options"]["sync"] == "best" and b["options"]["sync_every"] == 7
     assert b["config"] == {**a["config"], "seed": 3}  # the flag overrides the file
     assert b["env_steps"] == 400
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["bench", "learning", "--presets", "best"], "--presets must name presets"),
+    (["bench", "learning", "--seconds", "3"], "bench learning takes"),
+    (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock applies only"),
+    (["bench", "env", "--minutes", "3"], "apply only to 'bench learning'"),
+])
+def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
+    from dqnlab.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_rejects_options_of_other_bench_commands(capsys):
+    from dqnlab.cli import main
+
+    assert main(["bench", "env", "--write", "x.md"]) == 2
+    assert "apply only to 'bench peers' and 'bench learner'" in capsys.readouterr().err
+    assert main(["bench", "peers", "--compile"]) == 2
+    assert "--compile applies only to 'bench learner'" in capsys.readouterr().err
+
+
+def test_reproduce_rejects_an_unknown_notebook(capsys):
+    from dqnlab.cli import main
+
+    assert main(["reproduce", "--only", "99_nope"]) == 2
+    assert "no notebook '99_nope'" in capsys.readouterr().err
+
+
+def test_cli_independent_on_an_existing_scheduler(dask_cluster, tmp_path, capsys):
+    address, _, _ = dask_cluster
+    out = tmp_path / "run"
+    code = main(["train", "--scheme", "independent", "--workers", "2", "--backend", "dask", "--dask-scheduler",
+                 address, "--preset", "seed", "--env-steps", "600", "--sync-every", "50",
+                 "--eval-games", "0", "--no-progress", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["scheme"] == "independent" and s["workers"] == 2 and s["status"] == "completed"
+    assert s["extra"]["syncs"] > 0 and s["updates"] > 0
+    assert [w["env_steps"] for w in s["extra"]["per_worker"]] == [300, 300]
+
+
+def test_cli_resume_adds_env_steps_to_the_run(small_run, capsys):
+    code = main(["train", "--resume", str(small_run), "--env-steps", "240", "--eval-games", "0", "--no-progress"])
+    assert code == 0
+    summary = json.loads((small_run / "summary.json").read_text())
+    assert summary["env_steps"] == 640 and summary["status"] == "completed"
+    assert load_checkpoint(small_run)["env_steps"] == 640
+    assert "--resume" in capsys.readouterr().out  # tells how to continue
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--resume", "{run}", "--env-steps", "10", "--seed", "3"], "--seed cannot be combined with --resume"),
+    (["--resume", "{run}", "--env-steps", "10", "--preset", "seed"], "--preset cannot be combined with --resume"),
+    (["--resume", "{run}", "--env-steps", "10", "--scheme", "shared"], "cannot be resumed as scheme 'shared'"),
+    (["--resume", "{run}", "--env-steps", "10", "--workers", "2"], "cannot be resumed with workers=2"),
+    (["--resume", "{run}"], "already used its budget"),
+    (["--resume", "{tmp}"], "not a dqnlab run directory"),
+])
+def test_cli_resume_errors_are_one_line(small_run, tmp_path, capsys, argv, needle):
+    argv = [a.format(run=small_run, tmp=tmp_path) for a in argv]
+    code = main(["train", "--no-progress", "--eval-games", "0", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_no_tensorboard_writes_no_event_files(cfg, tmp_path, capsys):
+    dqnlab.train("serial", cfg.replace(total_env_steps=600), progress=False, run_dir=tmp_path / "api",
+                 tensorboard=False)
+    assert (tmp_path / "api" / "history.csv").is_file() and not (tmp_path / "api" / "tb").exists()
+    with pytest.raises(ValueError, match="tensorboard must be True or False"):
+        dqnlab.train("serial", cfg, progress=False, run_dir=tmp_path / "bad", tensorboard="no")
+    argv = ["train", "--preset", "mlp", "--env-steps", "600", "--n-envs", "8", "--eval-games", "0", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "cli"), "--no-tensorboard"]) == 0
+    assert (tmp_path / "cli" / "summary.json").is_file() and not (tmp_path / "cli" / "tb").exists()
+    assert main([*argv, "--out", str(tmp_path / "cli-tb")]) == 0
+    assert list((tmp_path / "cli-tb" / "tb").glob("events.out.tfevents.*"))
+    assert "tensorboard --logdir" in capsys.readouterr().out
+
+
+def test_cli_bench_acting_json(capsys):
+    assert main(["bench", "acting", "--n-envs", "2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["n_envs"] == 2 and rows[0]["env_steps_per_s"] > 0
+    assert main(["bench", "env", "--n-envs", "2"]) == 2
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--scheme", "independent", "--weights-every", "5"], "--weights-every does not apply to --scheme independent"),
+    (["--scheme", "actors", "--sync", "none"], "--sync does not apply to --scheme actors"),
+    (["--scheme", "actors", "--actor-epsilon", "0.1,0.2,0.3", "--workers", "2"], "actor_epsilon"),
+])
+def test_cli_actor_option_errors_are_one_line(capsys, tmp_path, argv, match):
+    code = main(["train", "--preset", "mlp", *argv, "--env-steps", "100", "--no-progress",
+                 "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
+    out = tmp_path / "run"
+    code = main(["train", "--preset", "mlp", "--scheme", "actors", "--workers", "2", "--env-steps", "3000",
+                 "--n-envs", "8",
+                 "--batch-size", "32", "--replay-ratio", "4", "--weights-every", "10", "--actor-epsilon", "apex",
+                 "--min-replay-ratio", "1", "--eval-games", "0", "--no-progress", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "parameter lag: mean" in printed
+    s = json.loads((out / "summary.json").read_text())
+    assert s["scheme"] == "actors" and s["workers"] == 2
+    assert set(s["time_split"]) == set(TIME_SPLIT_KEYS)
+    assert s["extra"]["param_lag"]["unit"] == "learner updates" and s["extra"]["param_lag"]["mean"] is not None
+    assert s["config"]["replay_ratio"] == 4.0
+    assert s["options"] == {"weights_every": 10, "min_replay_ratio": 1.0, "actor_epsilon": "apex", "lockstep": False}
+
+
+def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
+    import dqnlab.schemes.sharded as sharded
+
+    real = sharded.run
+    monkeypatch.setattr(sharded, "run", lambda config, options, **kw: real(
+        config, options, **kw, _fault={"worker": 1, "after_updates": 30}))
+    out = tmp_path / "run"
+    code = main(["train", "--preset", "mlp", "--scheme", "sharded", "--workers", "2", "--env-steps", "20000",
+                 "--n-envs", "4",
+                 "--batch-size", "32", "--eval-games", "0", "--no-progress", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and "worker 1 failed" in err and len(err.strip().splitlines()) == 1
+    assert "injected fault" in (out / "worker_error.txt").read_text()
+    assert json.loads((out / "summary.json").read_text())["status"] == "failed"
+
+
+def test_cli_trains_independent_and_writes_summary(capsys, tmp_path):
+    out = tmp_path / "run"
+    code = main(["train", "--preset", "mlp", "--scheme", "independent", "--workers", "2", "--env-steps", "3000",
+                 "--n-envs", "8",
+                 "--batch-size", "32", "--sync", "periodic", "--sync-every", "20", "--eval-games", "0",
+                 "--no-progress", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scheme"] == "independent" and summary["workers"] == 2
+    assert set(summary["time_split"]) == set(TIME_SPLIT_KEYS) and summary["time_split"]["acting"] > 0
+    assert summary["options"]["sync"] == "periodic" and summary["options"]["sync_every"] == 20
+    assert len(summary["extra"]["per_worker"]) == 2
+    assert summary["env_steps"] >= 3000
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--scheme", "independent", "--sync", "sometimes"], "sync must be one of"),
+    (["--scheme", "shared", "--sync-every", "5"], "--sync-every does not apply to --scheme shared"),
+    (["--scheme", "serial", "--no-lock"], "--lock/--no-lock does not apply"),
+    (["--scheme", "independent", "--temperature", "10"], "--temperature applies only with --sync weighted"),
+    (["--scheme", "independent", "--sync", "periodic", "--final-fraction", "0.5"], "--final-fraction applies only"),
+])
+
+
+def test_cli_option_errors(capsys, tmp_path, argv, match):
+    code = main(["train", "--preset", "mlp", "--env-steps", "100", "--eval-games", "0", "--no-progress",
+                 "--out", str(tmp_path / "r"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def test_eval_plot_draws_the_largest_tiles_and_the_scores(tmp_path, capsys):
+    fig = evaluate("corner", games=20, seed=0).plot()
+    assert len(fig.axes) == 2
+    assert [ax.get_xlabel() for ax in fig.axes] == ["largest tile", "score (points)"]
+    png = tmp_path / "figs" / "eval.png"
+    assert main(["evaluate", "random", "--games", "10", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG" and f"wrote {png}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["play", "no-such-dir"], "no run directory 'no-such-dir' (give a directory written by train --out"),
+    (["play", "random", "--every", "0"], "--every: expected an integer >= 1, got '0'"),
+    (["play", "random", "--fps", "3"], "--fps applies only with --gif"),
+    (["play", "random", "--gif", "x.gif", "--delay", "1"], "--delay applies only to the text replay"),
+    (["play", "random", "--gif", "x.png"], "--gif must name a .gif file, got 'x.png'"),
+    (["play", "random", "--max-moves", "-3"], "--max-moves: expected an integer >= 1"),
+])
+def test_cli_play_bad_input_is_one_clear_line(args, needle, capsys):
+    code, err = _main(args, capsys)
+    assert code == 2 and needle in err and err.startswith("dqnlab: error:") and err.count("\n") == 1
+
+
+def test_cli_play_replays_as_text(trained, capsys):
+    assert main(["play", str(trained[0]), "--seed", "2", "--max-moves", "4"]) == 0
+    out = capsys.readouterr().out
+    game = play(trained[1], seed=2, max_moves=4)
+    assert out.startswith("start, score 0") and "move 4/4:" in out and "(Q: up" in out
+    assert out.rstrip().endswith(f"score {game.score:,}, largest tile {game.max_tile:,} (stopped by --max-moves)")
+    assert main(["play", "corner", "--every", "3", "--max-moves", "7"]) == 0
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("move ")] == \
+        ["move 3/7", "move 6/7", "move 7/7"]
+
+
+def test_cli_play_keeps_a_long_game_to_the_frame_cap(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("dqnlab.cli._GIF_MAX_FRAMES", 5)
+    gif = tmp_path / "game.gif"
+    assert main(["play", "corner", "--gif", str(gif), "--max-moves", "40", "--fps", "20"]) == 0
+    with Image.open(gif) as im:
+        assert im.n_frames == 5
+    assert "a frame every 10 moves, to keep the GIF to 5 frames; --every 1 draws all 41 boards" in \
+        capsys.readouterr().out
+
+
+def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
+    gif = tmp_path / "out" / "game.gif"
+    assert main(["play", str(trained[0]), "--gif", str(gif), "--seed", "2"]) == 0
+    game = play(trained[1], seed=2)
+    with Image.open(gif) as im:
+        assert im.n_frames == game.moves + 1
+    assert f"wrote {gif}: {game.moves + 1:,} frames" in capsys.readouterr().out

@@ -35,20 +35,6 @@ def test_time_to_player_is_the_first_point_that_makes_one():
     assert never["minutes_to_10000"] is None and never["minutes_to_2048_in_half"] is None
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["bench", "learning", "--presets", "best"], "--presets must name presets"),
-    (["bench", "learning", "--seconds", "3"], "bench learning takes"),
-    (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock applies only"),
-    (["bench", "env", "--minutes", "3"], "apply only to 'bench learning'"),
-])
-def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
-    from dqnlab.cli import main
-
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert match in err and len(err.strip().splitlines()) == 1
-
-
 @pytest.mark.parametrize("kw,match", [
     (dict(schemes=("serial", "shraed")), "schemes must be"),
     (dict(presets=()), "presets and schemes must be non-empty"),

@@ -39,15 +39,6 @@ def test_bench_peers_and_markdown_section(tmp_path):
     assert "× SB3" not in out and out.count("<!-- bench peers -->") == 1
 
 
-def test_cli_rejects_options_of_other_bench_commands(capsys):
-    from dqnlab.cli import main
-
-    assert main(["bench", "env", "--write", "x.md"]) == 2
-    assert "apply only to 'bench peers' and 'bench learner'" in capsys.readouterr().err
-    assert main(["bench", "peers", "--compile"]) == 2
-    assert "--compile applies only to 'bench learner'" in capsys.readouterr().err
-
-
 def test_a_failing_scheme_gives_a_failed_row_not_a_lost_run(monkeypatch):
     pytest.importorskip("stable_baselines3")
     fake = {"rows": [{"env_steps_per_s": 10.0}, {"env_steps_per_s": 5.0}]}

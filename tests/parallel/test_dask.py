@@ -7,9 +7,7 @@ Every process started here is stopped by the end of the module.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 
 import joblib
@@ -17,7 +15,6 @@ import pytest
 
 import dqnlab
 from dqnlab import TrainConfig
-from dqnlab.cli import main
 from dqnlab.parallel import dask as cluster
 
 distributed = pytest.importorskip("distributed")
@@ -32,16 +29,6 @@ def cfg() -> TrainConfig:
     return TrainConfig(total_env_steps=2_000, n_envs=8, buffer_size=2_000, batch_size=32, learning_starts=200,
                        replay_ratio=4.0, hidden=(32,), target_update=50, epsilon_decay_steps=1_000, seed=0,
                        max_moves=60)
-
-
-@pytest.fixture(scope="module")
-def dask_cluster():
-    """A running scheduler with two one-thread worker processes, and their pids."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, silence_logs=logging.ERROR) as lc:
-        with distributed.Client(lc, set_as_default=False) as client:
-            pids = set(client.run(os.getpid).values())
-            yield lc.scheduler_address, client, pids
 
 
 def _children() -> set[int]:
@@ -99,19 +86,6 @@ def test_actors_run_on_the_workers_of_an_existing_scheduler(cfg, dask_cluster):
     assert {w["pid"] for w in run.extra["per_worker"]} == pids  # one actor on each Dask worker
     assert run.extra["actors_on_cluster"] and run.extra["weights_sent"] >= 2
     assert set(run.episodes["worker"]) == {0, 1} and run.updates > 0
-
-
-def test_cli_independent_on_an_existing_scheduler(dask_cluster, tmp_path, capsys):
-    address, _, _ = dask_cluster
-    out = tmp_path / "run"
-    code = main(["train", "--scheme", "independent", "--workers", "2", "--backend", "dask", "--dask-scheduler",
-                 address, "--preset", "seed", "--env-steps", "600", "--sync-every", "50",
-                 "--eval-games", "0", "--no-progress", "--out", str(out)])
-    assert code == 0, capsys.readouterr().err
-    s = json.loads((out / "summary.json").read_text())
-    assert s["scheme"] == "independent" and s["workers"] == 2 and s["status"] == "completed"
-    assert s["extra"]["syncs"] > 0 and s["updates"] > 0
-    assert [w["env_steps"] for w in s["extra"]["per_worker"]] == [300, 300]
 
 
 def test_sharded_rounds_run_through_joblibs_dask_backend(cfg, dask_cluster):

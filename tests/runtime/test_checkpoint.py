@@ -21,7 +21,6 @@ import torch
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.cli import main
 from dqnlab.runtime.checkpoint import CHECKPOINT_FILE, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
 from dqnlab.schemes import SCHEMES, DivergedError, WorkerError
 
@@ -268,12 +267,6 @@ def test_real_divergence_in_a_worker_scheme(cfg):
 
 
 # ----------------------------------------------------------------------------- bad input
-@pytest.fixture
-def small_run(cfg, tmp_path):
-    dqnlab.train("serial", cfg.replace(total_env_steps=400), progress=False, run_dir=tmp_path / "run")
-    return tmp_path / "run"
-
-
 def test_resume_rejects_what_it_cannot_continue(small_run, tmp_path, cfg):
     cases = [
         (dict(resume=tmp_path / "nowhere"), "is not a directory"),
@@ -324,30 +317,6 @@ def test_train_rejects_bad_run_arguments(kwargs, match, cfg):
 def test_every_scheme_checkpoints():
     # train() hands every scheme its checkpointer
     assert all("_checkpoint" in inspect.signature(module.run).parameters for module in SCHEMES.values())
-
-
-@pytest.mark.parametrize("argv,needle", [
-    (["--resume", "{run}", "--env-steps", "10", "--seed", "3"], "--seed cannot be combined with --resume"),
-    (["--resume", "{run}", "--env-steps", "10", "--preset", "seed"], "--preset cannot be combined with --resume"),
-    (["--resume", "{run}", "--env-steps", "10", "--scheme", "shared"], "cannot be resumed as scheme 'shared'"),
-    (["--resume", "{run}", "--env-steps", "10", "--workers", "2"], "cannot be resumed with workers=2"),
-    (["--resume", "{run}"], "already used its budget"),
-    (["--resume", "{tmp}"], "not a dqnlab run directory"),
-])
-def test_cli_resume_errors_are_one_line(small_run, tmp_path, capsys, argv, needle):
-    argv = [a.format(run=small_run, tmp=tmp_path) for a in argv]
-    code = main(["train", "--no-progress", "--eval-games", "0", *argv])
-    err = capsys.readouterr().err
-    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
-
-
-def test_cli_resume_adds_env_steps_to_the_run(small_run, capsys):
-    code = main(["train", "--resume", str(small_run), "--env-steps", "240", "--eval-games", "0", "--no-progress"])
-    assert code == 0
-    summary = json.loads((small_run / "summary.json").read_text())
-    assert summary["env_steps"] == 640 and summary["status"] == "completed"
-    assert load_checkpoint(small_run)["env_steps"] == 640
-    assert "--resume" in capsys.readouterr().out  # tells how to continue
 
 
 def test_a_sharded_checkpoint_from_before_the_optimizer_field_resumes_with_its_optimizer(cfg, tmp_path):

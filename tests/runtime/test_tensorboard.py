@@ -17,7 +17,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.cli import main
 from dqnlab.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dqnlab.runtime.loop import DIAGNOSTICS
 from dqnlab.runtime.results import episodes_frame
@@ -133,20 +132,6 @@ def test_every_scheme_records_diagnostics_and_tensorboard(cfg, tmp_path, scheme,
                                         rel=1e-6)
     # (acting time grows only with env steps, so the last point has the run's)
     assert scalars["time/acting_s"][-1].value == pytest.approx(run.time_split["acting"], rel=1e-6)
-
-
-def test_no_tensorboard_writes_no_event_files(cfg, tmp_path, capsys):
-    dqnlab.train("serial", cfg.replace(total_env_steps=600), progress=False, run_dir=tmp_path / "api",
-                 tensorboard=False)
-    assert (tmp_path / "api" / "history.csv").is_file() and not (tmp_path / "api" / "tb").exists()
-    with pytest.raises(ValueError, match="tensorboard must be True or False"):
-        dqnlab.train("serial", cfg, progress=False, run_dir=tmp_path / "bad", tensorboard="no")
-    argv = ["train", "--preset", "mlp", "--env-steps", "600", "--n-envs", "8", "--eval-games", "0", "--no-progress"]
-    assert main([*argv, "--out", str(tmp_path / "cli"), "--no-tensorboard"]) == 0
-    assert (tmp_path / "cli" / "summary.json").is_file() and not (tmp_path / "cli" / "tb").exists()
-    assert main([*argv, "--out", str(tmp_path / "cli-tb")]) == 0
-    assert list((tmp_path / "cli-tb" / "tb").glob("events.out.tfevents.*"))
-    assert "tensorboard --logdir" in capsys.readouterr().out
 
 
 def test_resume_continues_the_tensorboard_steps_and_the_history(cfg, tmp_path):

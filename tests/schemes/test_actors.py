@@ -13,7 +13,6 @@ import torch
 
 import dqnlab
 from dqnlab import RunResult, TrainConfig
-from dqnlab.cli import main
 from dqnlab.runtime.results import TIME_SPLIT_KEYS
 from dqnlab.schemes import WorkerError
 from dqnlab.schemes.actors import SLACK_UPDATES, apex_epsilons
@@ -144,35 +143,6 @@ def test_learner_threads_are_restored(cfg):
     assert torch.get_num_threads() == before
 
 
-def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
-    out = tmp_path / "run"
-    code = main(["train", "--preset", "mlp", "--scheme", "actors", "--workers", "2", "--env-steps", "3000",
-                 "--n-envs", "8",
-                 "--batch-size", "32", "--replay-ratio", "4", "--weights-every", "10", "--actor-epsilon", "apex",
-                 "--min-replay-ratio", "1", "--eval-games", "0", "--no-progress", "--out", str(out)])
-    assert code == 0
-    printed = capsys.readouterr().out
-    assert "parameter lag: mean" in printed
-    s = json.loads((out / "summary.json").read_text())
-    assert s["scheme"] == "actors" and s["workers"] == 2
-    assert set(s["time_split"]) == set(TIME_SPLIT_KEYS)
-    assert s["extra"]["param_lag"]["unit"] == "learner updates" and s["extra"]["param_lag"]["mean"] is not None
-    assert s["config"]["replay_ratio"] == 4.0
-    assert s["options"] == {"weights_every": 10, "min_replay_ratio": 1.0, "actor_epsilon": "apex", "lockstep": False}
-
-
-@pytest.mark.parametrize("argv,match", [
-    (["--scheme", "independent", "--weights-every", "5"], "--weights-every does not apply to --scheme independent"),
-    (["--scheme", "actors", "--sync", "none"], "--sync does not apply to --scheme actors"),
-    (["--scheme", "actors", "--actor-epsilon", "0.1,0.2,0.3", "--workers", "2"], "actor_epsilon"),
-])
-def test_cli_actor_option_errors_are_one_line(capsys, tmp_path, argv, match):
-    code = main(["train", "--preset", "mlp", *argv, "--env-steps", "100", "--no-progress",
-                 "--out", str(tmp_path / "x")])
-    err = capsys.readouterr().err
-    assert code == 2 and match in err and len(err.strip().splitlines()) == 1
-
-
 def test_bench_acting_rows():
     from dqnlab.bench import bench_acting
 
@@ -183,13 +153,6 @@ def test_bench_acting_rows():
     assert rows[0]["speedup"] == 1.0
     with pytest.raises(ValueError, match="n_envs"):
         bench_acting([0])
-
-
-def test_cli_bench_acting_json(capsys):
-    assert main(["bench", "acting", "--n-envs", "2", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert rows[0]["n_envs"] == 2 and rows[0]["env_steps_per_s"] > 0
-    assert main(["bench", "env", "--n-envs", "2"]) == 2
 
 
 def test_learner_divergence_is_a_diverged_error_with_the_games(cfg):

@@ -6,7 +6,6 @@ a speed: the machine is small and shared.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,8 +15,6 @@ from helpers import check_totals, max_diff
 
 import dqnlab
 from dqnlab import RunResult, TrainConfig
-from dqnlab.cli import main
-from dqnlab.runtime.results import TIME_SPLIT_KEYS
 from dqnlab.schemes import SCHEMES, WorkerError
 
 PARALLEL = ("independent", "shared", "sharded", "averaged")
@@ -126,53 +123,6 @@ def test_cli_wrong_option_for_scheme_is_one_line_exit_2():
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--sync" in lines[0] and "sharded" in lines[0]
-
-
-@pytest.mark.parametrize("argv,match", [
-    (["--scheme", "independent", "--sync", "sometimes"], "sync must be one of"),
-    (["--scheme", "shared", "--sync-every", "5"], "--sync-every does not apply to --scheme shared"),
-    (["--scheme", "serial", "--no-lock"], "--lock/--no-lock does not apply"),
-    (["--scheme", "independent", "--temperature", "10"], "--temperature applies only with --sync weighted"),
-    (["--scheme", "independent", "--sync", "periodic", "--final-fraction", "0.5"], "--final-fraction applies only"),
-])
-
-
-def test_cli_option_errors(capsys, tmp_path, argv, match):
-    code = main(["train", "--preset", "mlp", "--env-steps", "100", "--eval-games", "0", "--no-progress",
-                 "--out", str(tmp_path / "r"), *argv])
-    err = capsys.readouterr().err
-    assert code == 2 and match in err and len(err.strip().splitlines()) == 1
-
-
-def test_cli_trains_independent_and_writes_summary(capsys, tmp_path):
-    out = tmp_path / "run"
-    code = main(["train", "--preset", "mlp", "--scheme", "independent", "--workers", "2", "--env-steps", "3000",
-                 "--n-envs", "8",
-                 "--batch-size", "32", "--sync", "periodic", "--sync-every", "20", "--eval-games", "0",
-                 "--no-progress", "--out", str(out)])
-    assert code == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["scheme"] == "independent" and summary["workers"] == 2
-    assert set(summary["time_split"]) == set(TIME_SPLIT_KEYS) and summary["time_split"]["acting"] > 0
-    assert summary["options"]["sync"] == "periodic" and summary["options"]["sync_every"] == 20
-    assert len(summary["extra"]["per_worker"]) == 2
-    assert summary["env_steps"] >= 3000
-
-
-def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
-    import dqnlab.schemes.sharded as sharded
-
-    real = sharded.run
-    monkeypatch.setattr(sharded, "run", lambda config, options, **kw: real(
-        config, options, **kw, _fault={"worker": 1, "after_updates": 30}))
-    out = tmp_path / "run"
-    code = main(["train", "--preset", "mlp", "--scheme", "sharded", "--workers", "2", "--env-steps", "20000",
-                 "--n-envs", "4",
-                 "--batch-size", "32", "--eval-games", "0", "--no-progress", "--out", str(out)])
-    err = capsys.readouterr().err
-    assert code == 1 and "worker 1 failed" in err and len(err.strip().splitlines()) == 1
-    assert "injected fault" in (out / "worker_error.txt").read_text()
-    assert json.loads((out / "summary.json").read_text())["status"] == "failed"
 
 
 def test_bench_scaling_rows(monkeypatch):

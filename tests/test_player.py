@@ -16,39 +16,18 @@ from dqnlab import (
     DQNAgent,
     Player,
     RecordedGame,
-    TrainConfig,
     VecGame2048,
     evaluate,
     is_game_over,
     load_player,
     move,
     play,
-    train,
 )
-from dqnlab.cli import main
 from dqnlab.game import legal_actions_batch
 from dqnlab.agent.networks import make_network
 from dqnlab.plots import animate
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """``(run directory, RunResult)`` of a short mlp run."""
-    config = TrainConfig.preset("mlp", total_env_steps=2_000, n_envs=16, learning_starts=256, buffer_size=2_000,
-                                batch_size=32, seed=0)
-    run = train("serial", config, progress=False)
-    return run.save(tmp_path_factory.mktemp("run")), run
-
-
-def _main(args, capsys):
-    """``main(args)``'s exit status and stderr, argparse's exits included."""
-    try:
-        code = main(args)
-    except SystemExit as e:
-        code = e.code
-    return code, capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------ play
@@ -207,47 +186,6 @@ def test_the_animation_shows_in_a_notebook():
 
 
 # ------------------------------------------------------------------------------------------ command line
-def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
-    gif = tmp_path / "out" / "game.gif"
-    assert main(["play", str(trained[0]), "--gif", str(gif), "--seed", "2"]) == 0
-    game = play(trained[1], seed=2)
-    with Image.open(gif) as im:
-        assert im.n_frames == game.moves + 1
-    assert f"wrote {gif}: {game.moves + 1:,} frames" in capsys.readouterr().out
-
-
-def test_cli_play_keeps_a_long_game_to_the_frame_cap(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("dqnlab.cli._GIF_MAX_FRAMES", 5)
-    gif = tmp_path / "game.gif"
-    assert main(["play", "corner", "--gif", str(gif), "--max-moves", "40", "--fps", "20"]) == 0
-    with Image.open(gif) as im:
-        assert im.n_frames == 5
-    assert "a frame every 10 moves, to keep the GIF to 5 frames; --every 1 draws all 41 boards" in \
-        capsys.readouterr().out
-
-
-def test_cli_play_replays_as_text(trained, capsys):
-    assert main(["play", str(trained[0]), "--seed", "2", "--max-moves", "4"]) == 0
-    out = capsys.readouterr().out
-    game = play(trained[1], seed=2, max_moves=4)
-    assert out.startswith("start, score 0") and "move 4/4:" in out and "(Q: up" in out
-    assert out.rstrip().endswith(f"score {game.score:,}, largest tile {game.max_tile:,} (stopped by --max-moves)")
-    assert main(["play", "corner", "--every", "3", "--max-moves", "7"]) == 0
-    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("move ")] == \
-        ["move 3/7", "move 6/7", "move 7/7"]
-
-
-@pytest.mark.parametrize("args,needle", [
-    (["play", "no-such-dir"], "no run directory 'no-such-dir' (give a directory written by train --out"),
-    (["play", "random", "--every", "0"], "--every: expected an integer >= 1, got '0'"),
-    (["play", "random", "--fps", "3"], "--fps applies only with --gif"),
-    (["play", "random", "--gif", "x.gif", "--delay", "1"], "--delay applies only to the text replay"),
-    (["play", "random", "--gif", "x.png"], "--gif must name a .gif file, got 'x.png'"),
-    (["play", "random", "--max-moves", "-3"], "--max-moves: expected an integer >= 1"),
-])
-def test_cli_play_bad_input_is_one_clear_line(args, needle, capsys):
-    code, err = _main(args, capsys)
-    assert code == 2 and needle in err and err.startswith("dqnlab: error:") and err.count("\n") == 1
 
 
 def test_cli_play_error_has_no_traceback():
@@ -258,10 +196,3 @@ def test_cli_play_error_has_no_traceback():
 
 
 # ------------------------------------------------------------------------------------------ evaluation figure
-def test_eval_plot_draws_the_largest_tiles_and_the_scores(tmp_path, capsys):
-    fig = evaluate("corner", games=20, seed=0).plot()
-    assert len(fig.axes) == 2
-    assert [ax.get_xlabel() for ax in fig.axes] == ["largest tile", "score (points)"]
-    png = tmp_path / "figs" / "eval.png"
-    assert main(["evaluate", "random", "--games", "10", "--plot", str(png)]) == 0
-    assert png.read_bytes()[:4] == b"\x89PNG" and f"wrote {png}" in capsys.readouterr().out
