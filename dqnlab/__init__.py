@@ -13,6 +13,7 @@ The public API, grouped by purpose:
   (one game recorded move by move; watch it with :func:`dqnlab.plots.animate`), :class:`RecordedGame`.
 """
 
+import importlib.metadata as _metadata
 import os as _os
 
 # PyTorch's OpenMP threads spin while waiting for work. On a small machine where anything
@@ -45,7 +46,7 @@ from .schemes import SCHEMES, train  # noqa: E402
 
 register_env()
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("dqnlab")  # pyproject.toml's, the one place it is written
 
 __all__ = [
     # game

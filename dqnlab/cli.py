@@ -358,9 +358,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from . import evaluate, train
-
-    from .schemes import DivergedError, WorkerError
+    from .evaluation import evaluate
+    from .schemes import DivergedError, WorkerError, train
 
     file_options: dict[str, Any] = {}
     if args.resume is not None:
@@ -492,7 +491,7 @@ def _scheme_options(args: argparse.Namespace, file_options: dict[str, Any]) -> d
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from . import evaluate
+    from .evaluation import evaluate
 
     ev = evaluate(args.run, games=args.games, seed=args.seed)
     s = ev.summary()
@@ -514,7 +513,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
-    from . import play
+    from .evaluation import play
 
     if args.gif is None and args.fps is not None:
         raise ValueError("--fps applies only with --gif")

@@ -15,9 +15,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .options import check_fields, option
 
-__all__ = ["TrainConfig", "PRESETS", "family_preset"]
+__all__ = ["TrainConfig", "PRESETS", "family_preset", "NTUPLE_SETS", "resolve_tuples"]
 
 _ENCODINGS = ("onehot", "raw")
 _NETWORKS = ("mlp", "cnn", "ntuple")
@@ -31,6 +33,61 @@ def _parse_tuples(text: str) -> str | tuple[tuple[int, ...], ...]:
     if "," not in text:
         return text
     return tuple(tuple(int(c) for c in t.split(",")) for t in text.split(";"))
+
+
+# ----------------------------------------------------------------------------- n-tuple sets
+def _lines_and_squares() -> tuple[tuple[int, ...], ...]:
+    rows = [tuple(range(4 * r, 4 * r + 4)) for r in range(4)]
+    cols = [tuple(range(c, 16, 4)) for c in range(4)]
+    squares = [(4 * r + c, 4 * r + c + 1, 4 * r + c + 4, 4 * r + c + 5) for r in range(3) for c in range(3)]
+    return tuple(rows + cols + squares)
+
+
+#: Named tuple sets (cells numbered row by row, 0 top-left .. 15 bottom-right), each
+#: tuple applied at the board's 8 symmetric placements:
+#:
+#: * ``"4x6"``: two 6-cell "L" lines and two 2x3 rectangles (Yeh, Wu et al. 2017;
+#:   Jaskowski 2018): 4 x 16^6 weights, 268 MB of float32;
+#: * ``"2x4+2x6"``: two straight 4-cell lines and two 2x3 rectangles (Szubert and
+#:   Jaskowski 2014): 134 MB;
+#: * ``"17x4"``: every straight line and every 2x2 square, 17 4-tuples (Szubert and
+#:   Jaskowski 2014): 4.5 MB, the size to ship between processes.
+NTUPLE_SETS: dict[str, tuple[tuple[int, ...], ...]] = {
+    "4x6": ((0, 1, 2, 3, 4, 5), (4, 5, 6, 7, 8, 9), (0, 1, 2, 4, 5, 6), (4, 5, 6, 8, 9, 10)),
+    "2x4+2x6": ((0, 1, 2, 3), (4, 5, 6, 7), (0, 1, 2, 4, 5, 6), (4, 5, 6, 8, 9, 10)),
+    "17x4": _lines_and_squares(),
+}
+
+#: Longest tuple: 16^6 entries, so that an index is exact in float32 (< 2^24).
+MAX_TUPLE_LENGTH = 6
+
+
+def resolve_tuples(tuples: str | tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+    """A tuple set: a name in :data:`NTUPLE_SETS`, or a tuple of cell tuples, checked.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, an empty set, a tuple of more than 6 cells, or cells
+        outside ``0..15`` or repeated within a tuple.
+    """
+    if isinstance(tuples, str):
+        if tuples not in NTUPLE_SETS:
+            raise ValueError(f"ntuples must be one of {sorted(NTUPLE_SETS)} or a tuple of cell tuples, got {tuples!r}")
+        return NTUPLE_SETS[tuples]
+    def is_cell(c: Any) -> bool:
+        return isinstance(c, (int, np.integer)) and not isinstance(c, bool) and 0 <= c < 16
+
+    try:
+        out = tuple(tuple(t) for t in tuples)
+    except TypeError:
+        raise ValueError(f"ntuples must be a set name or a tuple of cell tuples, got {tuples!r}") from None
+    ok = out and all(1 <= len(t) <= MAX_TUPLE_LENGTH and all(is_cell(c) for c in t) and len(set(t)) == len(t)
+                     for t in out)
+    if not ok:
+        raise ValueError("ntuples must be a non-empty tuple of tuples of 1..6 distinct integer cells in 0..15, "
+                         f"got {tuples!r}")
+    return tuple(tuple(int(c) for c in t) for t in out)
 
 
 @dataclass(frozen=True)
@@ -84,7 +141,7 @@ class TrainConfig:
         unit="units", low=1)
     channels: int = option(64, "cnn: channels of each 1x2 and 2x1 convolution.", low=1)
     ntuples: str | tuple[tuple[int, ...], ...] = option(
-        "4x6", "ntuple: the tuple set, a name in dqnlab.agent.networks.NTUPLE_SETS (4x6: 268 MB of tables; "
+        "4x6", "ntuple: the tuple set, a name in dqnlab.config.NTUPLE_SETS (4x6: 268 MB of tables; "
         "17x4: 4.5 MB, cheap to ship between processes; 2x4+2x6) or tuples of cells 0-15 (text: 0,1,2,3;4,5,6,7).",
         parse=_parse_tuples, allowed="a set name or a tuple of cell tuples")
     optimizer: str = option(
@@ -144,8 +201,6 @@ class TrainConfig:
 
         if self.total_env_steps is None and self.max_seconds is None:
             raise ValueError("TrainConfig needs a budget: set total_env_steps and/or max_seconds")
-        from .agent.networks import resolve_tuples  # checks names, lengths and cells
-
         try:
             tuples = resolve_tuples(self.ntuples)
         except ValueError as e:

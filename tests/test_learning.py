@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
 from dqnlab.game import legal_actions_batch, move_batch
-from dqnlab.agent.networks import NTUPLE_SETS, CNNetwork, NTupleNetwork, QNetwork, make_network
+from dqnlab.agent.networks import CNNetwork, NTupleNetwork, QNetwork, make_network
+from dqnlab.config import NTUPLE_SETS
 from dqnlab.replay import Minibatch
 from dqnlab.game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS, transform_boards
 from helpers import filled_buffer

@@ -27,9 +27,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..config import resolve_tuples
 from ..game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS
 
-__all__ = ["QNetwork", "CNNetwork", "NTupleNetwork", "NTUPLE_SETS", "NETWORKS", "make_network",
+__all__ = ["QNetwork", "CNNetwork", "NTupleNetwork", "NETWORKS", "make_network",
            "N_EXPONENTS", "EMBEDDING_MIN_BATCH"]
 
 N_EXPONENTS = 18  # board exponents 0..17
@@ -248,63 +249,9 @@ class CNNetwork(nn.Module):
         return self.head(features)
 
 
-def _lines_and_squares() -> tuple[tuple[int, ...], ...]:
-    rows = [tuple(range(4 * r, 4 * r + 4)) for r in range(4)]
-    cols = [tuple(range(c, 16, 4)) for c in range(4)]
-    squares = [(4 * r + c, 4 * r + c + 1, 4 * r + c + 4, 4 * r + c + 5) for r in range(3) for c in range(3)]
-    return tuple(rows + cols + squares)
-
-
-#: Named tuple sets (cells numbered row by row, 0 top-left .. 15 bottom-right), each
-#: tuple applied at the board's 8 symmetric placements:
-#:
-#: * ``"4x6"``: two 6-cell "L" lines and two 2x3 rectangles (Yeh, Wu et al. 2017;
-#:   Jaskowski 2018): 4 x 16^6 weights, 268 MB of float32;
-#: * ``"2x4+2x6"``: two straight 4-cell lines and two 2x3 rectangles (Szubert and
-#:   Jaskowski 2014): 134 MB;
-#: * ``"17x4"``: every straight line and every 2x2 square, 17 4-tuples (Szubert and
-#:   Jaskowski 2014): 4.5 MB, the size to ship between processes.
-NTUPLE_SETS: dict[str, tuple[tuple[int, ...], ...]] = {
-    "4x6": ((0, 1, 2, 3, 4, 5), (4, 5, 6, 7, 8, 9), (0, 1, 2, 4, 5, 6), (4, 5, 6, 8, 9, 10)),
-    "2x4+2x6": ((0, 1, 2, 3), (4, 5, 6, 7), (0, 1, 2, 4, 5, 6), (4, 5, 6, 8, 9, 10)),
-    "17x4": _lines_and_squares(),
-}
-
 #: Exponents above this share the entries of this one in n-tuple indices (tiles of
 #: 32768 and up look alike to an n-tuple network: 4 bits a cell).
 MAX_TUPLE_EXPONENT = 15
-#: Longest tuple: 16^6 entries, so that an index is exact in float32 (< 2^24).
-MAX_TUPLE_LENGTH = 6
-
-
-def resolve_tuples(tuples: str | tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
-    """A tuple set: a name in :data:`NTUPLE_SETS`, or a tuple of cell tuples, checked.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name, an empty set, a tuple of more than 6 cells, or cells
-        outside ``0..15`` or repeated within a tuple.
-    """
-    if isinstance(tuples, str):
-        if tuples not in NTUPLE_SETS:
-            raise ValueError(f"ntuples must be one of {sorted(NTUPLE_SETS)} or a tuple of cell tuples, got {tuples!r}")
-        return NTUPLE_SETS[tuples]
-    def is_cell(c: Any) -> bool:
-        return isinstance(c, (int, np.integer)) and not isinstance(c, bool) and 0 <= c < 16
-
-    try:
-        out = tuple(tuple(t) for t in tuples)
-    except TypeError:
-        raise ValueError(f"ntuples must be a set name or a tuple of cell tuples, got {tuples!r}") from None
-    ok = out and all(1 <= len(t) <= MAX_TUPLE_LENGTH and all(is_cell(c) for c in t) and len(set(t)) == len(t)
-                     for t in out)
-    if not ok:
-        raise ValueError("ntuples must be a non-empty tuple of tuples of 1..6 distinct integer cells in 0..15, "
-                         f"got {tuples!r}")
-    return tuple(tuple(int(c) for c in t) for t in out)
-
-
 class NTupleNetwork(nn.Module):
     """N-tuple network (``TrainConfig.network = "ntuple"``): a sum of lookup-table entries.
 
@@ -318,7 +265,7 @@ class NTupleNetwork(nn.Module):
     Parameters
     ----------
     tuples : str or tuple of tuple of int
-        A name in :data:`NTUPLE_SETS` or cell tuples (at most 6 cells each).
+        A name in :data:`dqnlab.config.NTUPLE_SETS` or cell tuples (at most 6 cells each).
     outputs : int
         1: one afterstate value per board (the papers' network). 4: each row holds four
         action values; a placement's row is read in its own frame, so action ``a``

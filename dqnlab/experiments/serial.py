@@ -64,7 +64,7 @@ def serial_data(smoke: bool | None = None, seconds: float | None = None, seed: i
         batched update); ``fast_run``: a serial run of :func:`explore_config`;
         ``projection``: a DataFrame of projected days for 10,000 episodes.
     """
-    from .. import train
+    from ..schemes import train
 
     smoke = resolve_smoke(smoke)
     bench = bench_update(repeats=budget(5, 1, smoke), min_time=budget(0.5, 0.05, smoke), seed=seed,

@@ -99,7 +99,7 @@ def run_trial(scheme: str, config: TrainConfig, *, workers: int = 1, label: str 
     callback : callable, optional
         Also called with every snapshot (return True to stop).
     """
-    from .. import train
+    from ..schemes import train
 
     kept: list[tuple[float, int, int, dict[str, np.ndarray]]] = []
     every = (config.max_seconds / max(1, checkpoints)) if config.max_seconds else math.inf

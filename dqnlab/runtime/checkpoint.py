@@ -48,6 +48,7 @@ lists and dicts (NumPy arrays are stored as tensors), so it loads with
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import math
 import os
 import time
@@ -310,9 +311,8 @@ class Checkpointer:
 
 
 def _version() -> str:
+    """The installed dqnlab's version (pyproject.toml's), or "unknown" when it is not installed."""
     try:
-        from .. import __version__
-
-        return __version__
-    except ImportError:  # pragma: no cover - during package import
+        return importlib.metadata.version("dqnlab")
+    except importlib.metadata.PackageNotFoundError:
         return "unknown"

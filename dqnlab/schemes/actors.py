@@ -168,10 +168,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     workers : int
         K actors, one worker task each (>= 1, <= ``total_env_steps``). With K = 1 the
         actor runs in a thread of this process (joblib runs one task in-process).
-    progress : bool
-        Show a progress bar.
-    callback : callable, optional
-        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    progress, callback
+        As for :func:`dqnlab.train`.
     options : Options
         Weight broadcasts, throttle, exploration, lockstep and the learner's threads (see
         :class:`Options`).

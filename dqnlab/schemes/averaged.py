@@ -59,10 +59,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     workers : int
         K worker processes (>= 1). With K = 1 the step runs in this process and the
         update equals serial's (same minibatch, same Adam step).
-    progress : bool
-        Show a progress bar.
-    callback : callable, optional
-        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    progress, callback
+        As for :func:`dqnlab.train`.
 
     Returns
     -------

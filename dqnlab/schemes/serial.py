@@ -37,10 +37,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         Empty: the scheme takes none (see :class:`Options`).
     workers : int
         Must be 1 (serial is one process).
-    progress : bool
-        Show a progress bar.
-    callback : callable, optional
-        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    progress, callback
+        As for :func:`dqnlab.train`.
 
     Returns
     -------

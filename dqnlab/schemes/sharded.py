@@ -80,10 +80,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         K worker processes (>= 1, <= ``batch_size``). With K = 1 the one step runs in
         this process (joblib runs a single job in-process): serial plus the cost of
         copying the state.
-    progress : bool
-        Show a progress bar.
-    callback : callable, optional
-        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    progress, callback
+        As for :func:`dqnlab.train`.
 
     Returns
     -------

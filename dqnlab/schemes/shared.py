@@ -85,10 +85,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         epsilon and the target schedule count all workers together.
     workers : int
         K processes (>= 1; ``buffer_size`` >= K). K = 1 runs in this process.
-    progress : bool
-        Show a progress bar.
-    callback : callable, optional
-        ``callback(snapshot: RunResult)`` about once a second; return True to stop.
+    progress, callback
+        As for :func:`dqnlab.train`.
     options : Options
         The lock (see :class:`Options`).
 

@@ -439,7 +439,7 @@ class ControlPanel:
         return True
 
     def _work(self, config: TrainConfig, workers: int, options: dict[str, Any]) -> None:
-        from .. import train
+        from ..schemes import train
 
         result: RunResult | None = None
         try:
