@@ -212,6 +212,8 @@ def _add_flags(group, declared, defaults: bool = False) -> None:
             notes.append(f"only with {spec.applies.text(lambda n: '--' + n.replace('_', '-'), str)}")
         if defaults and spec.default is not dataclasses.MISSING:
             notes.append(f"default {spec.to_text(spec.default)}")
+        if spec.flag != "--" + spec.name.replace("_", "-"):  # a file's key is the field's name
+            notes.append(f"the field {spec.name}")
         text = (spec.doc + (f" ({'; '.join(notes)})" if notes else "")).replace("%", "%%")
         if spec.kind == "bool":
             group.add_argument(spec.flag, dest=spec.name, action=argparse.BooleanOptionalAction,
@@ -341,7 +343,11 @@ def _config_from_args(args: argparse.Namespace, file: dict[str, Any] | None = No
     network = values.get("network")
     preset = args.preset or file.get("preset") or (family_preset(network, values.get("afterstate"))
                                                    if network else "default")
-    return TrainConfig.preset(preset, **values)
+    try:
+        return TrainConfig.preset(preset, **values)
+    except ValueError as e:  # a value of the file's: say where it came from
+        bad = [k for k in file.get("config", {}) if k not in flags and f".{k} " in f" {e} "]
+        raise ValueError(f"--config {str(args.config)!r}: {e}" if bad else str(e)) from None
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
@@ -478,16 +484,21 @@ def _scheme_options(args: argparse.Namespace, file_options: dict[str, Any]) -> d
     if wrong:
         flags = ", ".join(_flag_name(spec) for spec in wrong)
         allowed = ", ".join(_flag_name(spec) for spec in takes.values()) or "none"
-        raise ValueError(f"{flags} does not apply to --scheme {args.scheme} (its options: {allowed})")
+        verb = "does" if len(wrong) == 1 else "do"
+        raise ValueError(f"{flags} {verb} not apply to --scheme {args.scheme} (its options: {allowed})")
+    from_file = _from_file(file_options, takes)
     values = {name: spec.default for name, spec in takes.items()}
-    values.update(_from_file(file_options, takes), **given)
-    for name in given:
-        applies = takes[name].applies
-        if applies is not None and not applies.holds(values):
+    values.update(from_file, **given)
+    # a flag that does not apply is an error; so is a file's value that does not apply, unless it is the
+    # default (a run's summary.json lists every option)
+    for name in [*given, *(n for n in from_file if n not in given and n in takes)]:
+        spec, applies = takes[name], takes[name].applies
+        if applies is not None and not applies.holds(values) and (name in given or values[name] != spec.default):
             dep = takes[applies.name]
-            raise ValueError(f"{_flag_name(takes[name])} applies only with "
-                             f"{applies.text(lambda n: dep.flag, str)}, not {dep.flag} {values[applies.name]}")
-    return {**_from_file(file_options, takes), **given}
+            where = _flag_name(spec) if name in given else f"{name} = {values[name]!r} (from --config)"
+            raise ValueError(f"{where} applies only with {applies.text(lambda n: dep.flag, str)}, "
+                             f"not {dep.flag} {values[applies.name]}")
+    return {**from_file, **given}
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

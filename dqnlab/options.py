@@ -381,11 +381,18 @@ class SchemeOptions:
     Raises
     ------
     ValueError
-        If a field is not allowed (``sync_every must be an integer >= 1, got 0``).
+        If a field is not allowed (``sync_every must be an integer >= 1, got 0``), or is given a
+        value other than its default where it does not apply (``final_fraction applies only with
+        sync 'final', not sync='periodic'``).
     """
 
     def __post_init__(self) -> None:
         check_fields(self)
+        values = dataclasses.asdict(self)
+        for name, spec in specs(type(self)).items():
+            if spec.applies is not None and not spec.applies.holds(values) and values[name] != spec.default:
+                raise ValueError(f"{name} applies only with {spec.applies.text()}, "
+                                 f"not {spec.applies.name}={values[spec.applies.name]!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a dict, name -> value (as :attr:`dqnlab.RunResult.options` and

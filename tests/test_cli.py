@@ -176,7 +176,7 @@ def test_help_shows_every_field_and_option_with_its_doc():
         assert spec.flag in text and " ".join(spec.doc.split()) in text, spec.name
     assert "--double-dqn, --no-double-dqn" in text and "--hidden N,N,..." in text and "--max-moves N|none" in text
     assert "independent options (only with --scheme independent)" in text
-    assert "(updates; an integer >= 1; only with --sync other than none; default 500)" in text
+    assert "(updates; an integer >= 1; default 500)" in text and "(a number in (0, 1]; only with --sync final; " in text
     assert "{none,periodic,final,weighted,best}" in text
 
 
@@ -193,8 +193,8 @@ def test_bad_flag_values_are_one_line_naming_the_flag(argv, needle):
 
 @pytest.mark.parametrize("argv,needle", [
     (["--loss", "l1"], "--loss: loss must be one of ['huber', 'mse'], got 'l1'"),
-    (["--scheme", "independent", "--sync", "none", "--sync-every", "5"],
-     "--sync-every applies only with --sync other than none, not --sync none"),
+    (["--scheme", "independent", "--sync", "none", "--temperature", "5"],
+     "--temperature applies only with --sync weighted, not --sync none"),
     (["--scheme", "actors", "--lock"], "--lock/--no-lock does not apply to --scheme actors (its options: "
                                        "--weights-every, --min-replay-ratio, --actor-epsilon"),
     (["--minutes", "1", "--max-seconds", "5"], "--minutes and --max-seconds cannot be combined"),
@@ -238,6 +238,9 @@ def test_config_from_toml_and_json_with_flags_overriding(tmp_path):
     ('schem = "serial"\n', "unknown key(s) ['schem']"),
     ('scheme = "serial"\n[options]\nsync = "none"\n', "does not take option(s) ['sync']"),
     ('config = [1\n', "--config"),
+    ('[config]\nlr = -1\n', "bad.toml"),  # the error says which file
+    ('scheme = "independent"\nworkers = 2\n[options]\nsync = "periodic"\nfinal_fraction = 0.5\n',
+     "final_fraction = 0.5 (from --config) applies only with --sync final, not --sync periodic"),
 ])
 def test_bad_config_files_are_one_line_errors(tmp_path, capsys, text, needle):
     path = tmp_path / "bad.toml"

@@ -36,7 +36,7 @@ def test_validation_names_the_field_what_is_allowed_and_what_was_given(name, val
 
 
 def test_values_are_normalised():
-    k = Knobs(every=np.int64(3), sizes=[8, 2], cap=None)
+    k = Knobs(mode="b", every=np.int64(3), sizes=[8, 2], cap=None)
     assert type(k.every) is int and k.sizes == (8, 2) and k.to_dict()["sizes"] == (8, 2)
 
 
@@ -76,3 +76,17 @@ def test_every_scheme_declares_options_with_docs():
                 assert spec.applies.name in specs(module.Options)
         module.Options()  # the defaults are allowed
     assert specs(dqnlab.SCHEMES["independent"].Options)["temperature"].applies == when("sync", "weighted")
+
+
+def test_a_value_where_the_option_does_not_apply_is_an_error_unless_it_is_the_default(cfg):
+    assert Knobs(mode="c", share=0.5).share == 0.5
+    assert Knobs(mode="a", share=0.25, every=10).mode == "a"  # defaults: a run's summary lists every option
+    with pytest.raises(ValueError, match="share applies only with mode 'c', not mode='b'"):
+        Knobs(mode="b", share=0.5)
+    with pytest.raises(ValueError, match="every applies only with mode other than 'a', not mode='a'"):
+        Knobs(every=3)
+    # from Python as from the command line: nothing starts
+    with pytest.raises(ValueError, match="final_fraction applies only with sync 'final', not sync='periodic'"):
+        dqnlab.train("independent", cfg, workers=2, sync="periodic", final_fraction=0.5, progress=False)
+    with pytest.raises(ValueError, match="temperature applies only with sync 'weighted', not sync='none'"):
+        dqnlab.train("independent", cfg, workers=2, sync="none", temperature=100.0, progress=False)

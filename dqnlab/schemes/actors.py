@@ -117,7 +117,7 @@ class Options(SchemeOptions):
                                 low=1)
     min_replay_ratio: float | None = option(
         None, "Actors pause while the learner has trained fewer samples per env step than this (after learning "
-        "starts, beyond a slack of SLACK_UPDATES updates), at most config.replay_ratio; None: half of it; "
+        "starts, beyond a slack of 32 updates, SLACK_UPDATES), at most config.replay_ratio; None: half of it; "
         "replay_ratio holds the ratio exactly; 0 never throttles.", low=0)
     actor_epsilon: str | tuple[float, ...] = option(
         "schedule", "Exploration of each actor: the config's decaying schedule, Ape-X's fixed spread "

@@ -49,7 +49,7 @@ import numpy as np
 
 from ..agent.dqn import DQNAgent
 from ..config import TrainConfig
-from ..options import SchemeOptions, option, unless, when
+from ..options import SchemeOptions, option, when
 from ..parallel.messages import NewWeights, Report, SyncPost, UnexpectedMessage
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
@@ -78,8 +78,9 @@ class Options(SchemeOptions):
     sync: str = option("periodic", "When the learners share weights: never, every sync_every updates, only in "
                        "the last final_fraction of the budget, weighted by recent score, or the best learner's "
                        "(see dqnlab.schemes.independent).", choices=SYNC_SCHEDULES)
-    sync_every: int = option(500, "Updates of each learner between check-ins with the parent.", unit="updates",
-                             low=1, applies=unless("sync", "none"))
+    sync_every: int = option(500, "Updates of each learner between check-ins with the parent (a sync, or with "
+                             "sync none only a measurement of how far the learners have drifted apart).",
+                             unit="updates", low=1)
     final_fraction: float = option(0.25, "Share only in this last fraction of the budget (env steps or seconds, "
                                    "whichever runs out first).", low=0, high=1, low_open=True,
                                    applies=when("sync", "final"))

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import dqnlab  # noqa: E402
-from dqnlab.ui import panels as widgets  # noqa: E402
+from dqnlab.ui import panels  # noqa: E402
 from dqnlab.experiments.budgets import explore_config  # noqa: E402
 from dqnlab.plots import LiveFigure  # noqa: E402
 from dqnlab.options import SchemeOptions, option, unless, when  # noqa: E402
@@ -66,42 +66,42 @@ def _finish(panel, timeout=60):
 
 def test_smoke_flag_and_budget(monkeypatch):
     monkeypatch.setenv("DQNLAB_SMOKE", "1")
-    assert widgets.smoke_mode() and widgets.budget(60, 2) == 2
+    assert panels.smoke_mode() and panels.budget(60, 2) == 2
     assert explore_config().max_seconds == 2.0
     monkeypatch.setenv("DQNLAB_SMOKE", "0")
-    assert not widgets.smoke_mode() and widgets.budget(60, 2) == 60
+    assert not panels.smoke_mode() and panels.budget(60, 2) == 60
     monkeypatch.delenv("DQNLAB_SMOKE")
-    assert not widgets.smoke_mode()
+    assert not panels.smoke_mode()
 
 
 def test_options_come_from_the_schemes_declaration(fake_scheme):
-    opts = widgets.scheme_options(fake_scheme)
+    opts = panels.scheme_options(fake_scheme)
     assert list(opts) == ["sync", "sync_every", "final_fraction", "lock", "ratio"]  # no config/callback/_fault
     assert opts["sync"]["kind"] == "choice" and opts["sync"]["choices"] == ["none", "periodic", "final"]
     assert (opts["sync_every"]["kind"], opts["final_fraction"]["kind"], opts["lock"]["kind"]) == ("int", "float",
                                                                                                   "bool")
     assert opts["sync_every"]["doc"] == "Updates between syncs."
     assert opts["ratio"]["kind"] == "optional float" and opts["ratio"]["default"] is None
-    assert widgets.scheme_options("serial") == {}
-    panel = widgets.control_panel(fake_scheme, explore_config(smoke=True))
+    assert panels.scheme_options("serial") == {}
+    panel = panels.control_panel(fake_scheme, explore_config(smoke=True))
     w = panel.options["sync_every"]  # the declaration's doc is the tooltip, its name and unit the label
     assert (w.tooltip, w.description) == ("Updates between syncs.", "sync every (updates)")
-    actors = widgets.scheme_options("actors")
+    actors = panels.scheme_options("actors")
     assert actors["actor_epsilon"]["choices"] == ["schedule", "apex"] and actors["learner_threads"]["kind"] == \
         "optional int"
     for name in dqnlab.SCHEMES:  # every real scheme builds a panel
-        widgets.control_panel(name, explore_config(smoke=True))
+        panels.control_panel(name, explore_config(smoke=True))
 
 
 def test_panel_shows_only_the_controls_that_apply(fake_scheme, config):
-    panel = widgets.control_panel(fake_scheme, config, sync="none")
+    panel = panels.control_panel(fake_scheme, config, sync="none")
     shown = {n for n, w in panel.options.items() if w.layout.display != "none"}
     assert shown == {"sync", "lock", "ratio"}  # sync_every does not apply without syncing
     panel.options["sync"].value = "final"
     shown = {n for n, w in panel.options.items() if w.layout.display != "none"}
     assert shown == {"sync", "sync_every", "final_fraction", "lock", "ratio"}
     assert "sync_every" in panel.settings() and "final_fraction" in panel.settings()
-    serial_panel = widgets.control_panel("serial", config)
+    serial_panel = panels.control_panel("serial", config)
     assert serial_panel.workers.layout.display == "none" and serial_panel.options == {}
     with pytest.raises(ValueError, match="workers must be 1"):
         serial_panel.set(workers=2)
@@ -109,15 +109,15 @@ def test_panel_shows_only_the_controls_that_apply(fake_scheme, config):
 
 def test_unknown_scheme_or_option_is_an_error_at_creation(config):
     with pytest.raises(ValueError, match="scheme must be one of"):
-        widgets.control_panel("nope")
+        panels.control_panel("nope")
     with pytest.raises(ValueError, match="does not take"):
-        widgets.control_panel("serial", config, sync="periodic")
+        panels.control_panel("serial", config, sync="periodic")
     with pytest.raises(ValueError, match="no control"):
-        widgets.control_panel("serial", config).set(colour="red")
+        panels.control_panel("serial", config).set(colour="red")
 
 
 def test_run_click_trains_with_the_panels_settings(fake_scheme, config):
-    panel = widgets.control_panel(fake_scheme, config)
+    panel = panels.control_panel(fake_scheme, config)
     panel.set(workers=3, batch_size=32, budget_s=1.0, seed=4, sync="final", sync_every=7, final_fraction=0.5)
     panel.options["lock"].value = False
     panel.run_button.click()
@@ -136,7 +136,7 @@ def test_run_click_trains_with_the_panels_settings(fake_scheme, config):
 
 @pytest.mark.skipif("independent" not in dqnlab.SCHEMES, reason="independent scheme not available")
 def test_run_click_with_a_real_parallel_scheme(config):
-    panel = widgets.control_panel("independent", config.replace(max_seconds=2.0))
+    panel = panels.control_panel("independent", config.replace(max_seconds=2.0))
     panel.set(workers=2, batch_size=32, sync="periodic", sync_every=10)
     panel.run_button.click()
     run = _finish(panel, timeout=120)
@@ -146,7 +146,7 @@ def test_run_click_with_a_real_parallel_scheme(config):
 
 
 def test_stop_ends_the_run_early_and_keeps_what_was_gathered(config):
-    panel = widgets.control_panel("serial", config, budget_s=120)
+    panel = panels.control_panel("serial", config, budget_s=120)
     t0 = time.perf_counter()
     panel.run_button.click()
     deadline = time.perf_counter() + 30
@@ -163,12 +163,12 @@ def test_stop_ends_the_run_early_and_keeps_what_was_gathered(config):
 
 
 def test_a_second_run_while_one_goes_on_is_refused_in_the_panel(config):
-    panel = widgets.control_panel("serial", config, budget_s=30)
+    panel = panels.control_panel("serial", config, budget_s=30)
     panel.run_button.click()
     try:
         panel._on_run()  # e.g. run() from code while the button is disabled
         assert "already" in panel.status.value
-        other = widgets.control_panel("serial", config)
+        other = panels.control_panel("serial", config)
         other.run_button.click()
         assert not other.running and "another panel" in (other.error or "")
     finally:
@@ -177,20 +177,20 @@ def test_a_second_run_while_one_goes_on_is_refused_in_the_panel(config):
 
 
 def test_bad_combinations_are_reported_in_the_panel_not_raised(fake_scheme, config):
-    panel = widgets.control_panel(fake_scheme, config, sync="periodic")
+    panel = panels.control_panel(fake_scheme, config, sync="periodic")
     panel.set(sync_every=0)  # the scheme rejects it when the run starts (in the thread)
     panel.run_button.click()
     _finish(panel)
     assert panel.error.startswith("ValueError: sync_every must be")
     assert "error" in panel.status.value and not panel.run_button.disabled
 
-    small = widgets.control_panel("serial", config.replace(buffer_size=100))
+    small = panels.control_panel("serial", config.replace(buffer_size=100))
     small.set(batch_size=256)  # TrainConfig rejects it before the run starts
     small.run_button.click()
     assert not small.running and "batch_size" in small.error and "error" in small.status.value
 
     if "sharded" in dqnlab.SCHEMES:
-        sharded = widgets.control_panel("sharded", config)
+        sharded = panels.control_panel("sharded", config)
         sharded.set(workers=8, batch_size=4)  # one transition per shard at least
         sharded.run_button.click()
         _finish(sharded)
@@ -198,7 +198,7 @@ def test_bad_combinations_are_reported_in_the_panel_not_raised(fake_scheme, conf
 
 
 def test_optional_numbers_are_parsed_and_bad_text_is_reported(fake_scheme, config):
-    panel = widgets.control_panel(fake_scheme, config, ratio=2.5)
+    panel = panels.control_panel(fake_scheme, config, ratio=2.5)
     assert panel.settings()["ratio"] == 2.5
     panel.options["ratio"].value = ""
     assert panel.settings()["ratio"] is None
@@ -215,7 +215,7 @@ def test_a_failed_run_keeps_its_partial_result(fake_scheme, config, monkeypatch)
     import functools
 
     monkeypatch.setitem(dqnlab.SCHEMES, "fake", fake_module(functools.partial(fake_run, _fault=True)))
-    panel = widgets.control_panel("fake", config)
+    panel = panels.control_panel("fake", config)
     panel.run_button.click()
     _finish(panel)
     assert panel.error == "RuntimeError: worker 1 failed"
@@ -224,14 +224,14 @@ def test_a_failed_run_keeps_its_partial_result(fake_scheme, config, monkeypatch)
 
 
 def test_blocking_run_returns_the_result(config):
-    panel = widgets.control_panel("serial", config)
+    panel = panels.control_panel("serial", config)
     run = panel.run(blocking=True, batch_size=16, budget_s=1.0)
     assert run is panel.result and run.config.batch_size == 16 and run.status == "completed"
     assert panel.run(blocking=True, workers=2) is None and "workers must be 1" in panel.error
 
 
 def test_scheme_panel_switches_schemes_and_compares_runs(fake_scheme, config):
-    sp = widgets.scheme_panel(["serial", fake_scheme], config)
+    sp = panels.scheme_panel(["serial", fake_scheme], config)
     assert sp.panel.scheme == "serial"
     sp.compare_button.click()
     assert "no run yet" in sp.message.value
@@ -241,7 +241,7 @@ def test_scheme_panel_switches_schemes_and_compares_runs(fake_scheme, config):
     sp.compare_button.click()
     assert sp.comparison.value[:4] == b"\x89PNG" and "compared 1" in sp.message.value
     with pytest.raises(ValueError):
-        widgets.scheme_panel(["nope"])
+        panels.scheme_panel(["nope"])
 
 
 def test_interrupting_a_blocking_run_stops_it_cleanly(config):
@@ -249,7 +249,7 @@ def test_interrupting_a_blocking_run_stops_it_cleanly(config):
     import signal
     import threading
 
-    panel = widgets.control_panel("serial", config, budget_s=120)
+    panel = panels.control_panel("serial", config, budget_s=120)
     timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))  # "interrupt the kernel"
     timer.start()
     t0 = time.perf_counter()
@@ -261,7 +261,7 @@ def test_interrupting_a_blocking_run_stops_it_cleanly(config):
 
 def test_learning_panel_trains_the_network_family_chosen(monkeypatch):
     monkeypatch.setenv("DQNLAB_SMOKE", "1")
-    panel = widgets.learning_panel("shared", "ntuple", workers=1, budget_s=1.0)
+    panel = panels.learning_panel("shared", "ntuple", workers=1, budget_s=1.0)
     assert panel.options["lock"].value is False  # Hogwild by default, as Jaskowski 2018
     assert panel.settings()["network"] == "ntuple" and panel.augment_symmetry.layout.display == "none"
     panel.set(network="mlp", afterstate=True, augment_symmetry=True)
@@ -275,7 +275,7 @@ def test_learning_panel_trains_the_network_family_chosen(monkeypatch):
     assert panel.error is None and run.config.network == "cnn" and not run.config.afterstate
     assert run.env_steps > 0
     with pytest.raises(ValueError, match="network"):
-        widgets.learning_panel("serial", "transformer")
+        panels.learning_panel("serial", "transformer")
 
 
 # ------------------------------------------------------------------------------ panel polish
@@ -344,10 +344,10 @@ def test_live_figure_redraws_the_same_figure_and_lines():
 
 
 def test_the_figure_redraws_every_two_seconds_when_reports_come_about_a_second_apart(config, monkeypatch):
-    panel = widgets.control_panel("serial", config)
+    panel = panels.control_panel("serial", config)
     run = panel.run(blocking=True)
     now = [1_000.0]
-    monkeypatch.setattr(widgets, "_clock", lambda: now[0])
+    monkeypatch.setattr(panels, "_clock", lambda: now[0])
     panel._last_draw = -math.inf
     draws = []
     for i, jitter in enumerate([0.0, 0.1, -0.1, 0.2, -0.2, 0.05, 0.15, -0.15, 0.0, 0.1, -0.05]):
@@ -360,11 +360,11 @@ def test_the_figure_redraws_every_two_seconds_when_reports_come_about_a_second_a
 
 
 def test_nothing_is_shown_under_the_buttons_until_a_run_draws(fake_scheme, config):
-    panel = widgets.control_panel("serial", config)
+    panel = panels.control_panel("serial", config)
     assert panel.figure.layout.display == "none" and panel.figure.value == b""  # no broken-image icon
     panel.run(blocking=True)
     assert panel.figure.layout.display is None and panel.figure.value[:4] == b"\x89PNG"
-    sp = widgets.scheme_panel(["serial", fake_scheme], config)
+    sp = panels.scheme_panel(["serial", fake_scheme], config)
     assert sp.comparison.layout.display == "none"
     sp.panel.run(blocking=True)
     sp.compare()
@@ -372,7 +372,7 @@ def test_nothing_is_shown_under_the_buttons_until_a_run_draws(fake_scheme, confi
 
 
 def test_a_failed_run_does_not_leave_the_figure_of_the_run_before(fake_scheme, config):
-    panel = widgets.control_panel(fake_scheme, config, sync="periodic")
+    panel = panels.control_panel(fake_scheme, config, sync="periodic")
     panel.run(blocking=True)
     assert panel.figure.layout.display is None
     panel.set(sync_every=0)  # the scheme refuses it in the training thread: nothing gathered
@@ -389,17 +389,17 @@ def test_a_failed_run_does_not_leave_the_figure_of_the_run_before(fake_scheme, c
 
 
 def test_status_lines_use_the_controls_labels(fake_scheme, config):
-    panel = widgets.control_panel(fake_scheme, config, sync="final")
+    panel = panels.control_panel(fake_scheme, config, sync="final")
     panel.run(blocking=True, sync_every=7, final_fraction=0.5)
     assert "sync every (updates)=7, final fraction=0.5" in panel.status.value  # the summary of the run
     panel.set(sync_every=0)
     panel.run(blocking=True)
     assert panel.error.startswith("ValueError: sync_every must be")  # as raised, for code
     assert "sync every (updates) must be" in panel.status.value and "sync_every" not in panel.status.value
-    small = widgets.control_panel("serial", config.replace(buffer_size=100))
+    small = panels.control_panel("serial", config.replace(buffer_size=100))
     small.run(blocking=True, batch_size=256)
     assert "batch_size" in small.error and "batch size must be" in small.status.value
     assert "batch_size" not in small.status.value
-    actors = widgets.control_panel("actors", config)
+    actors = panels.control_panel("actors", config)
     assert actors._in_labels("min_replay_ratio must be in [0, replay_ratio]; TrainConfig.max_seconds > 0; sync") == \
         "min replay ratio must be in [0, replay_ratio]; budget (s) > 0; sync"
