@@ -32,7 +32,7 @@ def test_stored_without_outputs(path):
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: outputs stored"
     first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert "widgets.setup()" in first_code.source  # reads the smoke flag first
+    assert "panels.setup()" in first_code.source  # reads the smoke flag first
     assert nb.cells[0].cell_type == "markdown"  # starts by saying what it tests
 
 
