@@ -187,6 +187,18 @@ def _flag_name(spec: Spec) -> str:
     return f"{spec.flag}/--no-{spec.flag[2:]}" if spec.kind == "bool" else spec.flag
 
 
+def _name_the_flag(message: str) -> str:
+    """``message`` with the flag in front when it begins with the name of an option or a
+    config field (``actor_epsilon must be ...`` -> ``--actor-epsilon: actor_epsilon must be ...``),
+    as the checks made while a run starts word them."""
+    from .config import TrainConfig
+    from .options import specs
+
+    declared = {**specs(TrainConfig), **{n: s for d in scheme_flags().values() for n, s in d.items()}}
+    name = message.split(" ", 1)[0]
+    return f"{_flag_name(declared[name])}: {message}" if name in declared else message
+
+
 def _flag_type(spec: Spec):
     """An argparse type reading ``spec``'s value from text (see :meth:`dqnlab.options.Spec.from_text`)."""
 
@@ -416,8 +428,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if lag.get("mean") is not None:  # actors: how stale the acting weights were, and the ratio held
         achieved = run.extra.get("achieved_replay_ratio_learning")
         print(f"parameter lag: mean {lag['mean']:,.1f} updates (p95 {lag['p95']:,.0f}, max {lag['max']:,.0f}); "
-              f"replay ratio {achieved if achieved is None else round(achieved, 2)} samples/env step since "
-              f"learning started (target {run.extra['replay_ratio']:g}, floor {run.extra['min_replay_ratio']:g})")
+              + ("learning never started (" if achieved is None else
+                 f"replay ratio {achieved:.2f} samples/env step since learning started (")
+              + f"target {run.extra['replay_ratio']:g}, floor {run.extra['min_replay_ratio']:g})")
     if s["episodes"]:
         print(f"training games: mean score {s['score_mean']:,.0f}, last 100 {s['score_mean_last100']:,.0f}, "
               f"best {s['score_max']:,}, largest tile {s['max_tile_max']:,}")
@@ -729,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
         return {"train": _cmd_train, "evaluate": _cmd_evaluate, "play": _cmd_play, "bench": _cmd_bench,
                 "reproduce": _cmd_reproduce}[args.command](args)
     except ValueError as e:
-        print(f"dqnlab: error: {e}", file=sys.stderr)
+        message = _name_the_flag(str(e)) if args.command == "train" else str(e)
+        print(f"dqnlab: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # outside a run (a run ends cleanly on Ctrl-C and returns 130 itself)
         print("dqnlab: interrupted", file=sys.stderr)

@@ -357,7 +357,7 @@ def test_cli_bench_acting_json(capsys):
 @pytest.mark.parametrize("argv,match", [
     (["--scheme", "independent", "--weights-every", "5"], "--weights-every does not apply to --scheme independent"),
     (["--scheme", "actors", "--sync", "none"], "--sync does not apply to --scheme actors"),
-    (["--scheme", "actors", "--actor-epsilon", "0.1,0.2,0.3", "--workers", "2"], "actor_epsilon"),
+    (["--scheme", "actors", "--actor-epsilon", "0.1,0.2,0.3", "--workers", "2"], "--actor-epsilon: actor_epsilon must be one of"),
 ])
 def test_cli_actor_option_errors_are_one_line(capsys, tmp_path, argv, match):
     code = main(["train", "--preset", "mlp", *argv, "--env-steps", "100", "--no-progress",
