@@ -37,7 +37,9 @@ def run_to_end(scheme: str, loop: RunLoop, body: Callable[[], Any], result: Call
     * the loop is closed on every way out;
     * with a run directory, the final checkpoint: ``final_state()``, or when it is None
       the loop's own ``state()`` unless an interrupt landed mid-step
-      (:attr:`RunLoop.abrupt`); nothing (the last checkpoint stays) when there is none.
+      (:attr:`RunLoop.abrupt`); without a state only the result files (the last
+      checkpoint stays); after an error its partial result's files. The run directory is
+      written once at the end.
 
     Parameters
     ----------
@@ -69,21 +71,35 @@ def run_to_end(scheme: str, loop: RunLoop, body: Callable[[], Any], result: Call
     except KeyboardInterrupt:
         loop.interrupt()
     except FloatingPointError as e:  # the update was not applied: the last good checkpoint stays
-        loop.close()
-        raise DivergedError(scheme, None, str(e), "", result("failed")) from None
+        raise _failed(loop, DivergedError(scheme, None, str(e), "", _partial(loop, result))) from None
     except TaskFailed as e:
-        loop.close()
-        raise e.error(scheme, result("failed")) from None
+        raise _failed(loop, e.error(scheme, _partial(loop, result))) from None
     finally:
         loop.close()
-    if loop.checkpointer is not None:
+    final = result()
+    if loop.checkpointer is not None:  # the run directory, written once: checkpoint and result files
         if final_state is not None:
             state = final_state()
         else:
             state = None if loop.abrupt or loop.state is None else loop.state()
-        if state is not None:
-            loop.write_checkpoint(state)
-    return result()
+        if state is None:
+            loop.checkpointer.save_results(final)
+        else:
+            loop.checkpointer.write(state, loop.state_dict(), final)
+    return final
+
+
+def _partial(loop: RunLoop, result: Callable[..., RunResult]) -> RunResult:
+    """What a failed run gathered (the loop closed first, so that its log is complete)."""
+    loop.close()
+    return result("failed")
+
+
+def _failed(loop: RunLoop, error: Exception) -> Exception:
+    """``error``, its partial result written to the run directory (the last good checkpoint stays)."""
+    if loop.checkpointer is not None:
+        loop.checkpointer.save_results(error.partial)
+    return error
 
 
 @dataclass(frozen=True)

@@ -260,15 +260,10 @@ class RunLoop:
                 "history": [dict(h) for h in self.history]}
 
     def write_checkpoint(self, state: Any) -> None:
-        """Write the run directory now: ``checkpoint.pt`` with the scheme's ``state``
-        (None: only the result files) and the result files of :attr:`snapshot`."""
-        if self.checkpointer is None or self.snapshot is None:
-            return
-        result = self.snapshot()
-        if state is None:
-            self.checkpointer.save_results(result)
-        else:
-            self.checkpointer.write(state, self.state_dict(), result)
+        """Write the run directory now: ``checkpoint.pt`` with the scheme's ``state`` and the
+        result files of :attr:`snapshot`."""
+        if self.checkpointer is not None and self.snapshot is not None:
+            self.checkpointer.write(state, self.state_dict(), self.snapshot())
 
     def close(self) -> None:
         """End the run's display and log: close the bar and flush and close the TensorBoard

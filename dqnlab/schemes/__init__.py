@@ -167,16 +167,9 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
             checkpoint_every = resumed.get("checkpoint_every_s")
         checkpointer = Checkpointer(run_dir, checkpoint_every, scheme, workers, resumed, tensorboard)
         hooks["_checkpoint"] = checkpointer  # every scheme's run takes it
-    try:
-        # this process learns too (serial, one-worker runs, the parent's share of a scheme):
-        # as many torch threads as a learner process gets (restored afterwards)
-        with deferred_interrupt(), backend_context(scheme, backend, dask_scheduler, workers), \
-                torch_threads_set(torch_threads(1)):
-            result = module.run(config, chosen, workers=workers, progress=progress, callback=callback, **hooks)
-    except WorkerError as e:  # DivergedError too: keep what was gathered, and the last good checkpoint
-        if checkpointer is not None and e.partial is not None:
-            checkpointer.save_results(e.partial)
-        raise
-    if checkpointer is not None:
-        checkpointer.save_results(result)
-    return result
+    # this process learns too (serial, one-worker runs, the parent's share of a scheme):
+    # as many torch threads as a learner process gets (restored afterwards)
+    with deferred_interrupt(), backend_context(scheme, backend, dask_scheduler, workers), \
+            torch_threads_set(torch_threads(1)):
+        # the run writes its directory at its end (runtime.driver.run_to_end), a failed one too
+        return module.run(config, chosen, workers=workers, progress=progress, callback=callback, **hooks)

@@ -44,3 +44,16 @@ def test_every_way_a_run_ends(tiny_config, raised, expected, worker):
     assert info.value.partial == "failed" and info.value.worker == worker
     if expected is DivergedError:
         assert info.value.update in (3, 7)
+
+
+def test_the_run_directory_is_written_once_at_the_end(tiny_config, tmp_path, monkeypatch):
+    import dqnlab
+    from dqnlab.runtime.checkpoint import Checkpointer
+
+    writes = []
+    real_write, real_save = Checkpointer.write, Checkpointer.save_results
+    monkeypatch.setattr(Checkpointer, "write", lambda self, *a: writes.append("checkpoint") or real_write(self, *a))
+    monkeypatch.setattr(Checkpointer, "save_results", lambda self, r: writes.append("results") or real_save(self, r))
+    run = dqnlab.train("serial", tiny_config.replace(total_env_steps=400), progress=False, run_dir=tmp_path)
+    assert writes == ["checkpoint", "results"]  # the final checkpoint writes the result files with it, once
+    assert run.extra["checkpoint"]["checkpoints_written"] == 1 and (tmp_path / "model.pt").exists()
