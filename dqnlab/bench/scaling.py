@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import TrainConfig
+from ..parallel.allreduce import COMM_CHANNELS
 from .timing import warm_up
 
 __all__ = ["bench_scaling"]
@@ -37,7 +38,8 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     Parameters
     ----------
     schemes : sequence of str
-        Names in :data:`dqnlab.SCHEMES`.
+        Names in :data:`dqnlab.SCHEMES`; ``sharded`` and ``averaged`` also as
+        ``NAME:COMM`` (``sharded:joblib``) for their ``comm`` option (default ``allreduce``).
     workers : sequence of int
         Worker counts (>= 1).
     seconds : float
@@ -83,9 +85,11 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     from ..schemes import SCHEMES, train
 
     schemes, workers = list(schemes), list(workers)
-    for name in schemes:
-        if name not in SCHEMES:
-            raise ValueError(f"schemes must be among {sorted(SCHEMES)}, got {name!r}")
+    comm_schemes = ("sharded", "averaged")
+    allowed = sorted(SCHEMES) + [f"{s}:{c}" for s in comm_schemes for c in COMM_CHANNELS]
+    for spec in schemes:
+        if spec not in allowed:
+            raise ValueError(f"schemes must be among {allowed}, got {spec!r}")
     if not workers or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in workers):
         raise ValueError(f"workers must be integers >= 1, got {workers!r}")
     if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
@@ -93,16 +97,18 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     base = config or TrainConfig.preset("mlp", learning_starts=2_000, buffer_size=50_000)
     cfg = base.replace(total_env_steps=None, max_seconds=float(seconds), seed=seed)
     rows: list[dict[str, Any]] = []
-    for name in schemes:
+    for spec in schemes:
+        name, _, comm = spec.partition(":")
+        options = {"comm": comm} if comm else {}
         for k in workers:
             if name == "serial" and k != 1:
                 continue
             warm_up(k)  # start the pool: its start-up is not what a row measures
-            run = train(name, cfg, workers=k, progress=False)
+            run = train(name, cfg, workers=k, progress=False, **options)
             split = run.time_split
             total = sum(split.values())
             extra = {key: v for key, v in run.extra.items()
-                     if key in ("lock_wait_s", "effective_batch", "syncs", "round_ms_mean", "lost_increments",
+                     if key in ("lock_wait_s", "effective_batch", "syncs", "round_ms_mean", "comm_bytes_per_update", "lost_increments",
                                 "achieved_replay_ratio_learning", "param_lag", "throttle_pauses")}
             rows.append({
                 "scheme": name, "workers": k, "wall_time_s": run.wall_time_s, "env_steps": run.env_steps,

@@ -1,13 +1,17 @@
 """Synchronous rounds: the loop of ``sharded`` and ``averaged``.
 
-The parent acts and owns the replay buffer; every update is one joblib round in which
-each of K workers takes one optimiser step (:meth:`DQNAgent.step <dqnlab.DQNAgent.step>`)
-from a copy of the current state, and the K results are averaged back into the parent's
-learner (:func:`parallel_update`). :func:`run_rounds` is the whole run.
+The parent acts and owns the replay buffer; every update is one round of the K workers:
+over all-reduce (:mod:`dqnlab.parallel.allreduce`: each rank a replica of the model, the
+scheme's :class:`~dqnlab.parallel.allreduce.Replica` says what is reduced), or one joblib
+round in which each worker takes one optimiser step (:meth:`DQNAgent.step
+<dqnlab.DQNAgent.step>`) from a copy of the current state, and the K results are averaged
+back into the parent's learner (:func:`parallel_update`). :func:`run_rounds` is the whole run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -21,12 +25,14 @@ import torch
 
 from ..agent.dqn import DQNAgent
 from ..config import TrainConfig
+from ..options import SchemeOptions, option
 from ..replay import Minibatch
 from ..runtime.driver import build_result, run_to_end
 from ..runtime.errors import TaskFailed
 from ..runtime.learner import Learner
 from ..runtime.loop import RunLoop
 from ..runtime.results import RunResult
+from .allreduce import COMM_CHANNELS, AllReduceGroup, Replica
 from .faults import check_fault, describe
 from .procwatch import exit_from_pool_error
 from .threads import parent_handles_sigint, pin_torch_threads, torch_threads
@@ -38,7 +44,7 @@ from .weights import (
     optimizer_state,
 )
 
-__all__ = ["train_step_task", "RoundStats", "parallel_update", "run_rounds"]
+__all__ = ["train_step_task", "RoundStats", "parallel_update", "comm_option", "run_rounds"]
 
 
 _STEP_AGENT = threading.local()
@@ -144,7 +150,7 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
         target network is synced when ``config.target_update`` says so, and its
         :meth:`~DQNAgent.diagnostics` become the coefficient-weighted means of the workers'.
     batches : sequence of Minibatch
-        One per worker.
+        One per worker (already augmented, with ``config.augment_symmetry``).
     coefficients : sequence of float, optional
         Averaging weights (normalised); None = equal.
     stats : RoundStats, optional
@@ -165,7 +171,6 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     """
     t0 = time.perf_counter()
     k = len(batches)
-    batches = [agent.augment(b) for b in batches]  # (config.augment_symmetry) before the targets are computed
     targets = [agent.td_targets(b).numpy() for b in batches]
     state = {"online": agent.get_weights(), "opt": optimizer_state(agent)}
     t1 = time.perf_counter()
@@ -200,73 +205,143 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     return agent.diagnostics()["loss"]
 
 
+def comm_option() -> Any:
+    """The ``comm`` option of ``sharded`` and ``averaged`` (declared here once for both)."""
+    return option("allreduce", "How the workers' steps are combined: allreduce (a torch.distributed gloo process "
+                  "group; only the minibatch and the reduced tensors travel) or joblib (a round trip of the "
+                  "whole state per update).", choices=COMM_CHANNELS)
+
+
 def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
-               callback: Callable[[RunResult], Any] | None,
-               make_batches: Callable[[Learner], tuple[list[Minibatch], np.ndarray | None]],
+               callback: Callable[[RunResult], Any] | None, options: SchemeOptions, replica: type[Replica],
+               sample: Callable[[Learner], list[Minibatch]],
+               split: Callable[[list[Minibatch]], tuple[list[Minibatch], np.ndarray | None]],
                extra: dict[str, Any], fault: dict[str, Any] | None = None,
                checkpoint: Any = None) -> RunResult:
     """The loop of the synchronous schemes (``sharded``, ``averaged``).
 
     The parent is the single learner (:class:`~dqnlab.runtime.learner.Learner`: ``n_envs``
-    boards, the replay buffer, epsilon, the replay ratio); every owed update is one
-    :func:`parallel_update` round over ``make_batches(learner)``. Budget, progress,
-    callback and Ctrl-C as in :class:`~dqnlab.runtime.loop.RunLoop`; the end of the run
-    as :func:`~dqnlab.runtime.driver.run_to_end`.
+    boards, the replay buffer, epsilon, the replay ratio). Every owed update draws
+    ``sample(learner)`` (augmented by the learner's agent when ``config.augment_symmetry``)
+    and is, by ``options.comm``:
 
-    Time split: ``acting`` is the parent's acting; ``learning`` is the workers'
-    step time (summed) plus the parent's own update work (sampling, TD targets,
-    packing the state, averaging); ``communication`` is, per worker, the round's wall time minus
-    its step time (pickling, transfer, dispatch, waiting for the slowest), summed.
+    * ``"allreduce"``: one update of the :class:`~dqnlab.parallel.allreduce.AllReduceGroup`
+      of ``replica`` (rank 0 is this process);
+    * ``"joblib"``: one :func:`parallel_update` round over ``split(batches)`` (the
+      minibatches of the K workers and their averaging coefficients).
 
-    Diagnostics: the workers' coefficient-weighted loss and mean max-Q of every update;
-    their gradient norm is measured on the first update after each report only (an
-    n-tuple table's sparse gradient makes it cost about as much as the step).
+    Budget, progress, callback and Ctrl-C as in :class:`~dqnlab.runtime.loop.RunLoop`;
+    the end of the run as :func:`~dqnlab.runtime.driver.run_to_end`.
+
+    Time split: ``acting`` is the parent's acting; ``learning`` is every worker's
+    update work (summed) plus the parent's sampling and, with joblib, its packing and
+    averaging; ``communication`` is, per worker, the time in collectives (all-reduce)
+    or the round's wall time minus its step time (joblib: pickling, transfer, dispatch),
+    waiting for the slowest included, summed.
+
+    Diagnostics: the loss and mean max-Q of every update's whole minibatch (joblib and
+    ``averaged``: the workers' weighted mean); their gradient norm is measured on the
+    first update after each report only (an n-tuple table's sparse gradient makes it
+    cost about as much as the step).
 
     ``extra`` goes into the result's ``extra`` (``effective_batch``: the samples one
-    update trains on). ``checkpoint`` (a :class:`~dqnlab.runtime.checkpoint.Checkpointer`):
-    the parent's learner and the round statistics are the whole state (workers keep none
-    between rounds), so a resumed run continues exactly, with the same number of workers.
+    update trains on), with ``comm``, ``per_worker``, ``rounds`` (updates),
+    ``round_ms_mean`` (ms per update of the joblib round, or of rank 0's collectives),
+    with all-reduce ``comm_bytes_per_update`` (bytes rank 0 broadcast and all-reduced
+    per update) and the replica's counters. ``checkpoint`` (a
+    :class:`~dqnlab.runtime.checkpoint.Checkpointer`): the learner, the round statistics
+    and, where the ranks' models differ, each rank's state, so that a resumed run
+    continues exactly, with the same number of workers.
     """
+    comm = options.comm
     learner = Learner(config, worker=0)
     learner.samples_per_update = extra["effective_batch"]  # sharded: B, in shards; averaged: K minibatches of B
     stats = RoundStats(workers)
-    if checkpoint is not None and checkpoint.state is not None:
-        learner.load_state_dict(checkpoint.state["learner"])
-        stats.load_state_dict(checkpoint.state["rounds"])
+    saved = checkpoint.state if checkpoint is not None and checkpoint.state is not None else None
+    if saved is not None:
+        if saved.get("comm", "joblib") != comm:
+            raise ValueError(f"the checkpoint was made with comm={saved.get('comm', 'joblib')!r}; resume it with that")
+        learner.load_state_dict(saved["learner"])
+        if comm == "joblib":
+            stats.load_state_dict(saved["rounds"])
+    group = None
+    if comm == "allreduce":
+        ranks = None if saved is None else [{**r, "agent": r["agent"] or saved["learner"]["agent"]}
+                                            for r in saved["ranks"]]
+        group = AllReduceGroup(replica, learner.agent, dataclasses.asdict(options), workers, fault, ranks,
+                               None if saved is None else saved["stats"])
+    agent = learner.agent
+
+    def split_s() -> tuple[np.ndarray, np.ndarray, float]:
+        """Per worker (compute, comm) seconds and the parent's own update seconds."""
+        if group is None:
+            return stats.compute, stats.comm, stats.parent
+        compute, comm_s = group.time_split()
+        return compute, comm_s, 0.0
 
     def time_split() -> dict[str, float]:
+        compute, comm_s, parent = split_s()
         return {"acting": learner.timing["acting"],
-                "learning": float(stats.compute.sum() + stats.parent + learner.timing["learning"]),
-                "communication": float(stats.comm.sum())}
+                "learning": float(compute.sum() + parent + learner.timing["learning"]),
+                "communication": float(comm_s.sum())}
 
     def result(status: str | None = None) -> RunResult:
-        per_worker = [{"worker": i, "learning_s": float(stats.compute[i]), "communication_s": float(stats.comm[i])}
+        compute, comm_s, _ = split_s()
+        per_worker = [{"worker": i, "learning_s": float(compute[i]), "communication_s": float(comm_s[i])}
                       for i in range(workers)]
+        if group is None:
+            rounds, round_s, own = stats.rounds, stats.round_s, {}
+        else:
+            rounds, round_s = agent.updates, group.coll.comm_s
+            own = {"comm_bytes_per_update": group.bytes_per_update(), **group.replica.stats()}
         return build_result(scheme, config, workers, loop, learner.progress(time_split()),
-                            learner.agent.get_weights(), status,
-                            extra={**extra, "per_worker": per_worker, "torch_threads_per_worker": torch_threads(workers),
-                                   "rounds": stats.rounds,
-                                   "round_ms_mean": 1000 * stats.round_s / stats.rounds if stats.rounds else None})
+                            agent.get_weights() if group is None else group.final_weights(), status,
+                            extra={**extra, "comm": comm, **own, "per_worker": per_worker,
+                                   "torch_threads_per_worker": torch_threads(workers), "rounds": rounds,
+                                   "round_ms_mean": 1000 * round_s / rounds if rounds else None})
+
+    def state() -> dict[str, Any]:
+        out = {"comm": comm, "learner": learner.state_dict()}
+        if group is None:
+            return {**out, "rounds": stats.state_dict()}
+        return {**out, "ranks": group.states(), "stats": group.replica.stats()}
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=checkpoint,
-                   state=lambda: {"learner": learner.state_dict(), "rounds": stats.state_dict()})
+                   state=state)
     learner.clock0 = loop.t0
 
+    def one_update(parallel: joblib.Parallel | None, grad_norm: bool) -> None:
+        t0 = time.perf_counter()
+        batches = [agent.augment(b) for b in sample(learner)]  # (config.augment_symmetry) by the learner's stream
+        learner.timing["learning"] += time.perf_counter() - t0
+        if group is not None:
+            group.update(batches, grad_norm)
+            learner.last_loss = agent.diagnostics(grad_norm=False)["loss"]
+        else:
+            learner.last_loss = parallel_update(parallel, agent, *split(batches), stats, fault, grad_norm)
+
     def rounds() -> None:
-        with joblib.Parallel(n_jobs=workers, batch_size=1) as parallel:
+        with contextlib.ExitStack() as stack:
+            parallel = None
+            if group is None:
+                parallel = stack.enter_context(joblib.Parallel(n_jobs=workers, batch_size=1))
+            else:
+                stack.enter_context(group)
             while not loop.done:
                 target = learner.env_steps + loop.chunk_steps(config.n_envs)
                 norm_measured = False  # the gradient norm reported is the chunk's first (a sparse one costs a step)
                 while learner.env_steps < target and (loop.deadline is None or time.perf_counter() < loop.deadline):
                     learner.act_step()
                     for _ in range(learner.owed_updates()):
-                        t0 = time.perf_counter()
-                        batches, coefs = make_batches(learner)
-                        learner.timing["learning"] += time.perf_counter() - t0
-                        learner.last_loss = parallel_update(parallel, learner.agent, batches, coefs,
-                                                            stats, fault, grad_norm=not norm_measured)
+                        one_update(parallel, grad_norm=not norm_measured)
                         norm_measured = True
                         learner.spend_updates(1)
+                if group is not None:
+                    group.poll()
                 loop.report(learner.progress(time_split()))
+            if group is not None and (checkpoint is not None or not group.replica.shares_state):
+                final["state"] = state()  # every rank's state while the group is up (and the final weights)
 
-    return run_to_end(scheme, loop, rounds, result)
+    final: dict[str, Any] = {}
+    return run_to_end(scheme, loop, rounds, result,
+                      final_state=None if group is None else lambda: final.get("state"))

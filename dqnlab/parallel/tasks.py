@@ -194,10 +194,15 @@ class TaskGroup:
         joblib backend; None uses the one chosen with ``joblib.parallel_config``
         (loky by default). It must run all K tasks at once, in processes of this
         machine (the queues live in a ``multiprocessing.Manager`` here).
+    own_processes : bool
+        Run even a single task in a worker process (joblib runs the one job of
+        ``n_jobs=1`` in this process, which suits a learner but not a rank of a process group).
     """
 
-    def __init__(self, fn: Callable[..., None], kwargs: list[dict[str, Any]], backend: str | None = None):
+    def __init__(self, fn: Callable[..., None], kwargs: list[dict[str, Any]], backend: str | None = None,
+                 own_processes: bool = False):
         self.fn, self.kwargs, self.backend = fn, kwargs, backend
+        self.n_jobs = max(2, len(kwargs)) if own_processes else len(kwargs)
         self.workers = len(kwargs)
         self.manager: SyncManager | None = None
         self.thread: threading.Thread | None = None
@@ -233,7 +238,7 @@ class TaskGroup:
     def _run(self) -> None:
         parent = os.getpid()
         try:
-            with joblib.Parallel(n_jobs=self.workers, batch_size=1, pre_dispatch="all",
+            with joblib.Parallel(n_jobs=self.n_jobs, batch_size=1, pre_dispatch="all",
                                  backend=self.backend) as parallel:
                 try:
                     slots = parallel._effective_n_jobs()

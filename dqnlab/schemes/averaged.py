@@ -13,27 +13,139 @@ weights, every update. That is one-step local SGD / FedAvg with one local step
 The number of updates per env step is serial's (``replay_ratio / batch_size``), so
 each env step is trained on K times as many samples: more learning per game, not
 faster games -- as the user expected ("does not improve per-episode training time").
+
+Two ways to combine the workers (the ``comm`` option):
+
+* ``"allreduce"`` (default): the parent is rank 0 of a gloo process group and every
+  rank keeps its own copy of the model (:class:`Replica`): it steps on its own
+  minibatch, and every ``average_every`` updates an all-reduce averages the weights
+  (and, with ``average_moments``, Adam's moments). ``average_every = 1`` is the scheme
+  as the user described it; more is **local SGD** (Stich 2019, arXiv:1805.09767; Lin et
+  al. 2020, "Don't use large mini-batches, use local SGD"): less communication, at the
+  price of workers that drift apart between averages (the ``divergence`` recorded).
+* ``"joblib"``: a joblib round per update that ships the state out and the K new
+  weights and moments back, averaged every update.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from ..config import TrainConfig
-from ..options import SchemeOptions
+from ..options import SchemeOptions, option, when
 from ..replay import Minibatch
 from ..runtime.results import RunResult
 from ..runtime.learner import Learner
-from ..parallel.rounds import run_rounds
+from ..parallel import allreduce
+from ..parallel.rounds import comm_option, run_rounds
 
-__all__ = ["Options", "run", "draw_minibatches"]
+__all__ = ["Options", "Replica", "run", "draw_minibatches"]
 
 
 @dataclass(frozen=True)
 class Options(SchemeOptions):
-    """``averaged`` takes no options."""
+    """Options of ``averaged`` (keyword arguments of :func:`dqnlab.train`)."""
+
+    comm: str = comm_option()
+    average_every: int = option(1, "Updates between two averages of the workers' weights (1: every update, "
+                                "the user's scheme; more: local SGD).", unit="updates", low=1,
+                                applies=when("comm", "allreduce"))
+    average_moments: bool = option(True, "Average Adam's moments with the weights (no effect with SGD).",
+                                   applies=when("comm", "allreduce"))
+
+
+class Replica(allreduce.Replica):
+    """``averaged`` at one rank of the all-reduce group (``comm="allreduce"``): local steps, periodic averages."""
+
+    @classmethod
+    def batches_per_update(cls, workers: int) -> int:
+        """One minibatch per rank."""
+        return workers
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.every = int(self.options["average_every"])
+        self.averages = 0
+        self.divergence: list[dict[str, float]] = []  # rank 0: one row per report period (see stats)
+        self.last_divergence: dict[str, float] | None = None
+
+    @property
+    def shares_state(self) -> bool:
+        """Every rank's model equals rank 0's after each update only when every update averages it all."""
+        return self.every == 1 and (self.options["average_moments"] or self.agent.config.optimizer == "sgd")
+
+    def update(self, batches: list[Minibatch], grad_norm: bool) -> None:
+        """One step on this rank's minibatch; every ``average_every`` updates, the average over ranks.
+
+        ``batches``: one minibatch of ``B`` per rank (already augmented by rank 0).
+        """
+        t0 = time.perf_counter()
+        agent, coll = self.agent, self.coll
+        comm0 = coll.comm_s
+        mine = batches[coll.rank]
+        # 1. one local DQN step on this rank's own minibatch (a non-finite loss: no step)
+        loss = agent.compute_gradients(mine, agent.td_targets(mine))
+        q_max = agent.diagnostics(grad_norm=False)["q_max_mean"]
+        norm = agent.diagnostics(grad_norm=True)["grad_norm"] if grad_norm else math.nan
+        finite = math.isfinite(loss)
+        if finite:
+            agent.step_optimizer()
+        agent.updates += 1
+        # 2. every average_every updates: all-reduce the weights (and moments), and the diagnostics
+        if coll.world > 1 and agent.updates % self.every == 0:
+            loss, q_max, norm, bad = self.average([loss if finite else 0.0, q_max, norm, float(not finite)])
+            finite = bad == 0
+        if agent.config.target_update and agent.updates % agent.config.target_update == 0:
+            agent.sync_target()
+        agent.record_diagnostics({"loss": loss, "q_max_mean": q_max, **({"grad_norm": norm} if grad_norm else {})})
+        self.compute_s += time.perf_counter() - t0 - (coll.comm_s - comm0)
+        allreduce.finite_or_raise(loss if finite else math.nan, agent.updates)
+
+    def average(self, values: list[float]) -> list[float]:
+        """Replace this rank's weights (and moments) by the mean over ranks; return the means of ``values``
+        (``values[-1]``, a count, is returned summed). Records the divergence first (rank 0's distance
+        to the mean, relative to the mean's norm)."""
+        agent, world = self.agent, self.coll.world
+        params = list(agent.online.parameters())
+        tensors = params + ([agent.optimizer.state[p][m] for p in params for m in ("exp_avg", "exp_avg_sq")
+                             if p in agent.optimizer.state]
+                            if self.options["average_moments"] and agent.config.optimizer == "adam" else [])
+        flat = torch.cat([t.detach().reshape(-1) for t in tensors] + [torch.tensor(values, dtype=torch.float32)])
+        self.coll.allreduce([flat])
+        flat.div_(world)
+        n = sum(p.numel() for p in params)
+        own = torch.cat([p.detach().reshape(-1) for p in params])
+        mean_norm = float(torch.linalg.vector_norm(flat[:n]))
+        d = float(torch.linalg.vector_norm(own - flat[:n]))
+        self.last_divergence = {"update": agent.updates, "divergence": d,
+                                "divergence_rel": d / mean_norm if mean_norm > 0 else 0.0}
+        with torch.no_grad():
+            torch._foreach_copy_(tensors, [v.view_as(t) for v, t in
+                                           zip(flat[:-len(values)].split([t.numel() for t in tensors]), tensors)])
+        self.averages += 1
+        out = flat[-len(values):].tolist()
+        out[-1] *= world
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """``averages`` made and ``divergence``: the last one measured before each report
+        (``update``, ``divergence`` = rank 0's L2 distance to the mean of the ranks' parameters
+        -- with 2 workers, every worker's -- and ``divergence_rel`` = that over the mean's norm)."""
+        if self.last_divergence is not None and (not self.divergence
+                                                 or self.divergence[-1]["update"] != self.last_divergence["update"]):
+            self.divergence.append(dict(self.last_divergence))
+        return {"averages": self.averages, "divergence": [dict(r) for r in self.divergence]}
+
+    def load_stats(self, stats: dict[str, Any]) -> None:
+        """Continue :meth:`stats` from a checkpoint."""
+        self.averages = int(stats["averages"])
+        self.divergence = [dict(r) for r in stats["divergence"]]
 
 
 def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:
@@ -55,32 +167,38 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     config : TrainConfig
         ``batch_size`` is each worker's minibatch ``B``; the effective batch is K x B.
     options : Options
-        Empty: the scheme takes none (see :class:`Options`).
+        ``comm``, and with all-reduce ``average_every`` and ``average_moments`` (see :class:`Options`).
     workers : int
-        K worker processes (>= 1). With K = 1 the step runs in this process and the
-        update equals serial's (same minibatch, same Adam step).
+        K workers (>= 1): with all-reduce this process and K - 1 worker processes; with
+        joblib K worker processes. With K = 1 the step runs in this process and the
+        update equals serial's (same minibatch, same step).
     progress, callback
         As for :func:`dqnlab.train`.
 
     Returns
     -------
     RunResult
-        ``time_split`` as in :func:`dqnlab.schemes.sharded.run`. ``extra``:
-        ``effective_batch`` (K x B), ``effective_replay_ratio`` (samples trained on
-        per env step, K x ``replay_ratio``), ``per_worker``, ``optimizer``
-        (``config.optimizer``; Adam moments are averaged like the weights), ``rounds``,
-        ``round_ms_mean``. Updates/s is ``RunResult.updates_per_s``.
+        ``time_split`` and ``extra`` as in :func:`dqnlab.parallel.rounds.run_rounds`, with
+        ``effective_batch`` (K x B), ``effective_replay_ratio`` (samples trained on per env
+        step, K x ``replay_ratio``), ``optimizer``; with all-reduce also ``averages`` and
+        ``divergence`` (:meth:`Replica.stats`). The weights are the mean of the ranks'
+        (rank 0's equal it when the last update averaged them).
 
     Raises
     ------
     WorkerError
         If a worker fails; ``err.partial`` holds the run so far (``status="failed"``).
+    DivergedError
+        If a TD loss is non-finite.
     """
 
-    def make_batches(learner: Learner) -> tuple[list[Minibatch], None]:
-        return draw_minibatches(learner, workers), None
+    def sample(learner: Learner) -> list[Minibatch]:
+        return draw_minibatches(learner, workers)
 
-    return run_rounds("averaged", config, workers, progress, callback, make_batches,
+    def split(batches: list[Minibatch]) -> tuple[list[Minibatch], None]:
+        return batches, None  # one minibatch per worker, averaged with equal weights
+
+    return run_rounds("averaged", config, workers, progress, callback, options, Replica, sample, split,
                       {"effective_batch": workers * config.batch_size,
                        "effective_replay_ratio": workers * config.replay_ratio,
                        "optimizer": config.optimizer}, _fault, _checkpoint)

@@ -16,31 +16,50 @@ not: each worker normalises its own shard's gradient before the average, which
 adds noise, and the moments must travel too (3x the data of the weights alone).
 
 The replay ratio, epsilon and target schedule are serial's: only where the gradient
-arithmetic happens changes, so this scheme can only win when a worker's share of the
-update costs more than shipping the model there and back.
+arithmetic happens changes.
+
+Two ways to combine the workers (the ``comm`` option):
+
+* ``"allreduce"`` (default): data-parallel SGD as PyTorch DDP runs it (Li et al. 2020,
+  arXiv:2006.15704). The parent is rank 0 of a gloo process group and takes shard 0
+  itself; every rank holds a copy of the model (:class:`Replica`), computes the
+  gradient of its shard, an all-reduce sums the shard-weighted gradients, and every
+  rank takes the same optimiser step on the same gradient -- the weights stay identical
+  without being shipped, and with Adam too the step is exactly one step on the whole
+  minibatch. Per update only the minibatch (one broadcast) and the gradient (one
+  all-reduce) travel.
+* ``"joblib"``: a joblib round per update, as the user described it: the state goes
+  out, each worker steps on its shard, the K new weights (and Adam moments) come back
+  and are averaged. This costs a round trip of the whole state per update.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+import torch
 
 from ..config import TrainConfig
 from ..options import SchemeOptions
 from ..replay import Minibatch
 from ..runtime.results import RunResult
 from ..runtime.learner import Learner
-from ..parallel.rounds import run_rounds
+from ..parallel import allreduce
+from ..parallel.rounds import comm_option, run_rounds
 
-__all__ = ["Options", "run", "shard"]
+__all__ = ["Options", "Replica", "run", "shard"]
 
 
 @dataclass(frozen=True)
 class Options(SchemeOptions):
-    """``sharded`` takes no options."""
+    """Options of ``sharded`` (keyword arguments of :func:`dqnlab.train`)."""
+
+    comm: str = comm_option()
 
 
 def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
@@ -65,6 +84,44 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
     return shards, np.diff(bounds).astype(np.int64)
 
 
+class Replica(allreduce.Replica):
+    """``sharded`` at one rank of the all-reduce group (``comm="allreduce"``)."""
+
+    def update(self, batches: list[Minibatch], grad_norm: bool) -> None:
+        """Gradient of this rank's shard, all-reduced into the whole minibatch's; the same step at every rank.
+
+        ``batches``: the one minibatch of ``B`` transitions (already augmented by rank 0).
+        """
+        t0 = time.perf_counter()
+        agent, coll = self.agent, self.coll
+        shards, sizes = shard(batches[0], coll.world)
+        mine, share = shards[coll.rank], float(sizes[coll.rank]) / float(sizes.sum())
+        # 1. the TD loss of this rank's shard and its gradient (the mean over the shard)
+        loss = agent.compute_gradients(mine, agent.td_targets(mine))
+        q_max = agent.diagnostics(grad_norm=False)["q_max_mean"]
+        # 2. all-reduce: sum over ranks of share_k * (gradient_k, loss_k, q_k) = the whole minibatch's
+        params = [p for p in agent.online.parameters() if p.grad is not None]
+        dense = [p.grad for p in params if not p.grad.is_sparse]
+        for p in params:
+            if p.grad.is_sparse:  # an n-tuple table's rows: reduced as a sparse tensor
+                p.grad = p.grad * share
+        flat = torch.cat([g.reshape(-1) for g in dense] + [torch.tensor([loss, q_max])]).mul_(share)
+        self.compute_s += time.perf_counter() - t0
+        coll.allreduce([flat] + [p.grad for p in params if p.grad.is_sparse])
+        t0 = time.perf_counter()
+        torch._foreach_copy_(dense, [v.view_as(g) for v, g in zip(flat[:-2].split([g.numel() for g in dense]), dense)])
+        loss, q_max = float(flat[-2]), float(flat[-1])
+        # 3. the same clipped optimiser step at every rank (a non-finite loss: no step anywhere)
+        allreduce.finite_or_raise(loss, agent.updates + 1)
+        norm = agent.diagnostics(grad_norm=True)["grad_norm"] if grad_norm else None
+        agent.step_optimizer()
+        agent.updates += 1
+        if agent.config.target_update and agent.updates % agent.config.target_update == 0:
+            agent.sync_target()
+        agent.record_diagnostics({"loss": loss, "q_max_mean": q_max, **({"grad_norm": norm} if grad_norm else {})})
+        self.compute_s += time.perf_counter() - t0
+
+
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
         _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
@@ -75,23 +132,20 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     config : TrainConfig
         ``batch_size`` is the whole minibatch ``B``, split into ``workers`` shards.
     options : Options
-        Empty: the scheme takes none (see :class:`Options`).
+        ``comm`` (see :class:`Options`).
     workers : int
-        K worker processes (>= 1, <= ``batch_size``). With K = 1 the one step runs in
-        this process (joblib runs a single job in-process): serial plus the cost of
-        copying the state.
+        K workers (>= 1, <= ``batch_size``): with all-reduce this process (shard 0) and
+        K - 1 worker processes; with joblib K worker processes (K = 1 runs the step in
+        this process: serial plus the cost of copying the state).
     progress, callback
         As for :func:`dqnlab.train`.
 
     Returns
     -------
     RunResult
-        ``time_split``: ``acting`` (parent), ``learning`` (workers' step time summed,
-        plus the parent's sampling and averaging), ``communication`` (per worker: round
-        wall time minus its step time, summed). ``extra``: ``per_worker`` splits,
-        ``shard_sizes``, ``effective_batch`` (= ``batch_size``), ``optimizer``
-        (``config.optimizer``: with ``"sgd"`` the averaged step equals one step on the whole minibatch),
-        ``rounds`` and ``round_ms_mean`` (wall time of one update round).
+        ``time_split`` and ``extra`` as in :func:`dqnlab.parallel.rounds.run_rounds`, with
+        ``shard_sizes``, ``effective_batch`` (= ``batch_size``) and ``optimizer``
+        (with all-reduce, or joblib and ``"sgd"``, an update is one step on the whole minibatch).
 
     Raises
     ------
@@ -99,15 +153,20 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         If ``workers`` > ``batch_size``.
     WorkerError
         If a worker fails; ``err.partial`` holds the run so far (``status="failed"``).
+    DivergedError
+        If a TD loss is non-finite.
     """
     if workers > config.batch_size:
         raise ValueError(f"sharded needs batch_size >= workers (one transition per shard), "
                          f"got batch_size {config.batch_size} and {workers} workers")
 
-    def make_batches(learner: Learner) -> tuple[list[Minibatch], np.ndarray]:
-        return shard(learner.buffer.sample(config.batch_size), workers)
+    def sample(learner: Learner) -> list[Minibatch]:
+        return [learner.buffer.sample(config.batch_size)]
+
+    def split(batches: list[Minibatch]) -> tuple[list[Minibatch], np.ndarray]:
+        return shard(batches[0], workers)  # joblib: the shards, averaged weighted by their sizes
 
     sizes = shard(Minibatch(*(np.zeros(config.batch_size),) * 6), workers)[1]
-    return run_rounds("sharded", config, workers, progress, callback, make_batches,
+    return run_rounds("sharded", config, workers, progress, callback, options, Replica, sample, split,
                       {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size,
                        "optimizer": config.optimizer}, _fault, _checkpoint)

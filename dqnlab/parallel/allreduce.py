@@ -1,0 +1,529 @@
+"""All-reduce over ``torch.distributed``: the process group of ``sharded`` and ``averaged``.
+
+With ``comm="allreduce"`` the K processes of a run form one gloo process group, the way
+PyTorch DDP and Horovod run data-parallel SGD: the parent is **rank 0** (it acts, owns
+the replay buffer and takes its own share of every update) and ranks 1..K-1 are
+long-lived worker tasks started as the other schemes start theirs (joblib: loky
+processes, or a Dask cluster; :class:`~dqnlab.parallel.tasks.TaskGroup`). Every rank
+holds a :class:`Replica` -- a copy of the learner's agent and the scheme's update on it
+-- and nothing is shipped per update but the minibatch (one broadcast from rank 0) and
+what the scheme reduces (one all-reduce: ``sharded`` the gradients, ``averaged`` the
+weights). The weights never travel.
+
+Rendezvous: a ``torch.distributed.TCPStore`` served by the parent on a free port of
+:func:`store_host` (127.0.0.1 for local workers; on a Dask cluster the address by
+which this machine reaches the scheduler, or ``DQNLAB_STORE_HOST``); gloo then opens
+one TCP connection between every pair of ranks on ephemeral ports (pick the network
+interface with ``GLOO_SOCKET_IFNAME``). Collectives time out after
+:data:`COLLECTIVE_TIMEOUT_S`; a rank that dies closes its connections, so the others'
+collective fails at once and the run ends naming the worker (:class:`AllReduceGroup`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import socket
+import time
+import traceback
+import uuid
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..agent.dqn import DQNAgent
+from ..config import TrainConfig
+from ..replay import Minibatch
+from ..runtime.errors import TaskFailed
+from .dask import active_dask_client
+from .faults import check_fault, describe
+from .messages import Failed, Hello, Report, StateReply
+from .procwatch import exit_from_pool_error
+from .tasks import Channel, TaskGroup
+
+__all__ = ["COLLECTIVE_TIMEOUT_S", "COMM_CHANNELS", "Collectives", "Replica", "AllReduceGroup", "store_host",
+           "pack_minibatches", "unpack_minibatches"]
+
+#: The two ways ``sharded`` and ``averaged`` combine their workers' steps (``comm`` option).
+COMM_CHANNELS = ("allreduce", "joblib")
+#: Seconds a collective (or the rendezvous) may wait for a peer before the run ends with an error.
+COLLECTIVE_TIMEOUT_S = 60.0
+#: Seconds between a worker rank's reports of its time split to the parent.
+_REPORT_EVERY_S = 1.0
+
+# The commands rank 0 broadcasts, in the first 8 bytes of every broadcast.
+_STEP, _STATE, _STOP = 1, 2, 3
+_HEADER = 16  # command (int64), update number (int64)
+
+# A transition's columns as :class:`~dqnlab.replay.Minibatch` has them: (shape per transition, dtype).
+_COLUMNS = (((4, 4), np.uint8), ((), np.int64), ((), np.float32), ((4, 4), np.uint8), ((), np.bool_),
+            ((4,), np.bool_))
+_BYTES_PER_TRANSITION = sum(int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in _COLUMNS)
+
+
+def pack_minibatches(batches: list[Minibatch], out: np.ndarray) -> None:
+    """Write ``batches`` (each ``B`` transitions) into the uint8 buffer ``out`` after the header:
+    column by column, batch after batch (:func:`unpack_minibatches` reads it back)."""
+    at = _HEADER
+    for batch in batches:
+        for column, (shape, dtype) in zip(batch, _COLUMNS):
+            raw = np.ascontiguousarray(column, dtype=dtype).view(np.uint8).reshape(-1)
+            out[at:at + raw.size] = raw
+            at += raw.size
+
+
+def unpack_minibatches(buf: np.ndarray, k: int, b: int) -> list[Minibatch]:
+    """The ``k`` minibatches of ``b`` transitions in ``buf`` (:func:`pack_minibatches`), as
+    views of it (read-only use: the next broadcast overwrites them)."""
+    at, out = _HEADER, []
+    for _ in range(k):
+        columns = []
+        for shape, dtype in _COLUMNS:
+            n = b * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            columns.append(buf[at:at + n].view(dtype).reshape((b, *shape)))
+            at += n
+        out.append(Minibatch(*columns))
+    return out
+
+
+def store_host() -> str:
+    """The address of this machine that every rank can reach, for the rendezvous store.
+
+    ``DQNLAB_STORE_HOST`` if set; on a Dask cluster (joblib's active backend), the
+    address this machine uses to reach the scheduler (127.0.0.1 for a local one);
+    otherwise 127.0.0.1 (loky workers are local processes).
+    """
+    if os.environ.get("DQNLAB_STORE_HOST"):
+        return os.environ["DQNLAB_STORE_HOST"]
+    client = active_dask_client()
+    if client is None:
+        return "127.0.0.1"
+    scheduler = urlparse(client.scheduler.address)
+    if scheduler.hostname in (None, "localhost", "127.0.0.1"):
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # no packet is sent: this only picks the route
+        s.connect((scheduler.hostname, scheduler.port or 8786))
+        return s.getsockname()[0]
+
+
+class Collectives:
+    """This process's end of the run's process group: all-reduce and broadcast, timed.
+
+    With ``world == 1`` there is no group and the all-reduce is the identity.
+
+    Attributes
+    ----------
+    rank, world : int
+    comm_s : float
+        Seconds spent in collectives (waiting for the slowest rank included).
+    bytes_reduced, bytes_broadcast : int
+        Payload bytes this rank has all-reduced and received (or sent) by broadcast.
+    """
+
+    def __init__(self, rank: int, world: int):
+        self.rank, self.world = rank, world
+        self.comm_s = 0.0
+        self.bytes_reduced = 0
+        self.bytes_broadcast = 0
+
+    def allreduce(self, tensors: list[torch.Tensor]) -> None:
+        """Sum each tensor (dense float32, or sparse COO) over all ranks, in place."""
+        if self.world == 1:
+            return
+        t0 = time.perf_counter()
+        for t in tensors:
+            dist.all_reduce(t)
+            self.bytes_reduced += (t._values().nbytes + t._indices().nbytes) if t.is_sparse else t.nbytes
+        self.comm_s += time.perf_counter() - t0
+
+    def broadcast(self, buf: torch.Tensor) -> None:
+        """Rank 0's ``buf`` into every rank's ``buf`` (same shape and dtype everywhere)."""
+        if self.world == 1:
+            return
+        t0 = time.perf_counter()
+        dist.broadcast(buf, 0)
+        self.bytes_broadcast += buf.nbytes
+        self.comm_s += time.perf_counter() - t0
+
+
+class Replica:
+    """One rank's copy of the learner's agent and the scheme's update on it.
+
+    The same class runs at every rank: in the parent (rank 0) on the learner's own agent,
+    in each worker on a copy made from the parent's state. A scheme subclasses it with
+    :meth:`update`, which must make the same collectives in the same order at every rank
+    (and raise only after the last of them), and may keep counters in :meth:`stats`.
+
+    Parameters
+    ----------
+    agent : DQNAgent
+        This rank's agent.
+    coll : Collectives
+        This rank's end of the group.
+    options : dict
+        The scheme's options (``dataclasses.asdict`` of its ``Options``).
+    """
+
+    def __init__(self, agent: DQNAgent, coll: Collectives, options: dict[str, Any]):
+        self.agent, self.coll, self.options = agent, coll, options
+        self.compute_s = 0.0  # seconds of this rank's own update work (collectives excluded)
+
+    @classmethod
+    def batches_per_update(cls, workers: int) -> int:
+        """Minibatches rank 0 broadcasts per update (``sharded``: 1, split; ``averaged``: one per rank)."""
+        return 1
+
+    def update(self, batches: list[Minibatch], grad_norm: bool) -> None:
+        """One update of the scheme at this rank, from the broadcast ``batches`` (each of
+        ``config.batch_size``). Counts the update and syncs the target network when due.
+
+        Raises
+        ------
+        FloatingPointError
+            After the update's last collective, if a TD loss was non-finite (the same
+            verdict at every rank).
+        """
+        raise NotImplementedError
+
+    @property
+    def shares_state(self) -> bool:
+        """Whether every rank's agent equals rank 0's after each update (then a checkpoint
+        needs rank 0's alone)."""
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        """The scheme's counters, at rank 0 (in the run's ``extra`` and its checkpoint)."""
+        return {}
+
+    def load_stats(self, stats: dict[str, Any]) -> None:
+        """Restore :meth:`stats` output (a resumed run)."""
+
+    def timing(self) -> dict[str, float]:
+        """Seconds of ``compute`` and ``comm`` at this rank so far."""
+        return {"compute": self.compute_s, "comm": self.coll.comm_s}
+
+    def load_timing(self, timing: dict[str, float]) -> None:
+        """Continue :meth:`timing` from a checkpoint."""
+        self.compute_s, self.coll.comm_s = float(timing["compute"]), float(timing["comm"])
+
+    def state(self, with_agent: bool) -> dict[str, Any]:
+        """This rank's checkpoint state: its ``timing`` and, ``with_agent``, its agent's ``state_dict``."""
+        return {"agent": self.agent.state_dict() if with_agent else None, "timing": self.timing()}
+
+
+def _join(rank: int, world: int, host: str, port: int, prefix: str) -> None:
+    """Join the run's process group as ``rank`` (the default ``torch.distributed`` group of this process)."""
+    timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+    store = dist.TCPStore(host, port, world, is_master=False, timeout=timeout)
+    dist.init_process_group("gloo", store=dist.PrefixStore(prefix, store), rank=rank, world_size=world,
+                            timeout=timeout)
+
+
+def _leave() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig, options: dict[str, Any],
+                 workers: int, host: str, port: int, prefix: str, state: dict[str, Any],
+                 fault: dict[str, Any] | None) -> None:
+    """A worker rank's whole run (a :class:`~dqnlab.parallel.tasks.TaskGroup` task): join the
+    group, then follow rank 0's broadcasts -- an update, a state request, or the stop.
+
+    Rank ``ch.worker + 1``. ``state``: a :meth:`Replica.state` to start from (the parent's
+    own at the start of a run). Reports its time split (:class:`~dqnlab.parallel.messages.Report`)
+    about once a second and when it stops.
+    """
+    rank = ch.worker + 1
+    agent = DQNAgent(config, seed=0)
+    agent.load_state_dict(state["agent"])
+    coll = Collectives(rank, workers)
+    replica = replica_cls(agent, coll, options)
+    replica.load_timing(state["timing"])
+    k, b = replica_cls.batches_per_update(workers), config.batch_size
+    buf = torch.zeros(_HEADER + k * b * _BYTES_PER_TRANSITION, dtype=torch.uint8)
+    raw = buf.numpy()
+    header = raw[:_HEADER].view(np.int64)
+
+    def report(done: bool = False) -> None:
+        ch.send(Report(rank, done, [], 0, agent.updates, replica.timing(), coll.comm_s, {},
+                       {"bytes_reduced": coll.bytes_reduced, "bytes_broadcast": coll.bytes_broadcast}))
+
+    _join(rank, workers, host, port, prefix)
+    try:
+        next_report = time.perf_counter() + _REPORT_EVERY_S
+        while True:
+            coll.broadcast(buf)
+            command, update = int(header[0]), int(header[1])
+            if command == _STOP:
+                break
+            if command == _STATE:  # (update = the request's number * 2 + whether the agent is wanted)
+                ch.send(StateReply(rank, update // 2, replica.state(with_agent=bool(update % 2))))
+                continue
+            check_fault(fault, rank, updates=update)
+            try:
+                replica.update(unpack_minibatches(raw, k, b), grad_norm=False)
+            except FloatingPointError:  # rank 0 has the same verdict and ends the run
+                pass
+            if time.perf_counter() >= next_report:
+                next_report = time.perf_counter() + _REPORT_EVERY_S
+                report()
+    finally:
+        _leave()  # closes this rank's connections: a peer waiting on it fails at once
+    report(done=True)
+
+
+class AllReduceGroup:
+    """Rank 0's side of a run's process group: start the worker ranks, drive each update, stop.
+
+    Use as a context manager around the run. With one worker there is no group and no
+    process: :meth:`update` is the replica's update in this process.
+
+    Parameters
+    ----------
+    replica_cls : type of Replica
+        The scheme's replica.
+    agent : DQNAgent
+        The learner's agent (rank 0's replica).
+    options : dict
+        The scheme's options.
+    workers : int
+        K ranks, this process included.
+    fault : dict, optional
+        The test hook (:func:`~dqnlab.parallel.faults.check_fault`; ranks >= 1 only).
+    states : list of dict, optional
+        :meth:`Replica.state` of every rank to start from, agents included (a resumed run;
+        default: every rank starts from ``agent``).
+    stats : dict, optional
+        Rank 0's :meth:`Replica.stats` to continue from (a resumed run).
+
+    Attributes
+    ----------
+    replica : Replica
+        Rank 0's.
+    latest : list of dict
+        Each rank's last known :meth:`Replica.timing` (rank 0's is live), for the time split.
+    """
+
+    def __init__(self, replica_cls: type[Replica], agent: DQNAgent, options: dict[str, Any], workers: int,
+                 fault: dict[str, Any] | None = None, states: list[dict[str, Any]] | None = None,
+                 stats: dict[str, Any] | None = None):
+        self.replica_cls, self.options, self.workers, self.fault = replica_cls, options, workers, fault
+        self.coll = Collectives(0, workers)
+        self.replica = replica_cls(agent, self.coll, options)
+        if states is not None:
+            if len(states) != workers:
+                raise ValueError(f"a checkpoint of {len(states)} ranks cannot resume with {workers} workers")
+            self.replica.load_timing(states[0]["timing"])
+        if stats is not None:
+            self.replica.load_stats(stats)
+        self.start_states = states
+        self.gathered: tuple[int, list[dict[str, Any]]] | None = None  # (updates, every rank's state) last gathered
+        self.latest: list[dict[str, float]] = [self.replica.timing()] + [
+            dict(states[r]["timing"]) if states else {"compute": 0.0, "comm": 0.0} for r in range(1, workers)]
+        self.extra = [{"bytes_reduced": 0, "bytes_broadcast": 0} for _ in range(workers)]
+        self.k = replica_cls.batches_per_update(workers)
+        b = agent.config.batch_size
+        self.buf = torch.zeros(_HEADER + self.k * b * _BYTES_PER_TRANSITION, dtype=torch.uint8)
+        self.raw = self.buf.numpy()
+        self.header = self.raw[:_HEADER].view(np.int64)
+        self.tasks: TaskGroup | None = None
+        self.updates = 0  # updates driven by this group (this session of the run)
+        self.joined = False
+        self.broken = False  # a collective failed: the group can no longer be used
+        self._states_asked = 0
+
+    # ------------------------------------------------------------------ start and stop
+    def __enter__(self) -> "AllReduceGroup":
+        if self.workers == 1:
+            return self
+        if dist.is_initialized():
+            raise RuntimeError("comm='allreduce' runs its own torch.distributed process group, and this process "
+                               "already has one; use comm='joblib' here")
+        timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+        host = store_host()
+        self.store = dist.TCPStore(host, 0, self.workers, is_master=True, wait_for_workers=False, timeout=timeout)
+        prefix = f"dqnlab-{uuid.uuid4().hex}/"
+        start = self.replica.state(with_agent=True)
+        kwargs = [dict(replica_cls=self.replica_cls, config=self.replica.agent.config, options=self.options,
+                       workers=self.workers, host=host, port=self.store.port, prefix=prefix,
+                       state=self.start_states[r] if self.start_states else start, fault=self.fault)
+                  for r in range(1, self.workers)]
+        self.tasks = TaskGroup(replica_task, kwargs, own_processes=True).__enter__()
+        try:
+            self._rendezvous(prefix)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _rendezvous(self, prefix: str) -> None:
+        """Wait for every worker rank to start (a failed start is named), then join the group."""
+        deadline = time.perf_counter() + COLLECTIVE_TIMEOUT_S
+        while len(self.tasks.pids) < self.workers - 1:
+            self._take_messages(0.1)
+            if time.perf_counter() > deadline or not self.tasks.alive:
+                raise self._failure(RuntimeError("worker ranks did not start"))
+        try:
+            dist.init_process_group("gloo", store=dist.PrefixStore(prefix, self.store), rank=0,
+                                    world_size=self.workers, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+        except Exception as e:  # a worker died before joining, or the rendezvous timed out
+            raise self._failure(e) from e
+        self.joined = True
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Tell the worker ranks to stop, take their last reports, leave the group. Idempotent."""
+        if self.tasks is None:
+            return
+        if self.joined and not self.broken:
+            try:
+                self._broadcast(_STOP, 0)
+            except TaskFailed:
+                pass
+        if self.joined:
+            _leave()
+            self.joined = False
+        deadline = time.perf_counter() + 10.0
+        while self.tasks.alive and time.perf_counter() < deadline:
+            self._take_messages(0.05)
+        self._take_messages(0.0)
+        self.tasks.close()
+        self.tasks = None
+
+    # ------------------------------------------------------------------ the run
+    def update(self, batches: list[Minibatch], grad_norm: bool = False) -> None:
+        """One update at every rank: broadcast ``batches``, then the replica's update here.
+
+        Raises
+        ------
+        TaskFailed
+            If a collective failed (a worker rank raised, died or timed out), naming it.
+        FloatingPointError
+            If the update's TD loss was non-finite (the weights are not stepped).
+        """
+        if self.workers > 1:
+            pack_minibatches(batches, self.raw)
+            self._broadcast(_STEP, self.replica.agent.updates)
+        self.updates += 1
+        try:
+            self.replica.update(batches, grad_norm)
+        except RuntimeError as e:  # gloo: a peer closed its connection, or a timeout
+            raise self._failure(e) from e
+
+    def states(self) -> list[dict[str, Any]]:
+        """Every rank's :meth:`Replica.state` (rank 0's first, without its agent: the learner's
+        checkpoint holds it); the worker ranks' agents too unless they equal rank 0's
+        (:attr:`Replica.shares_state`).
+
+        Raises
+        ------
+        TaskFailed
+            If a worker does not answer (it died or the group broke).
+        """
+        with_agents = not self.replica.shares_state
+        own = self.replica.state(with_agent=False)
+        if self.workers == 1:
+            return [own]
+        self._states_asked += 1
+        ask = self._states_asked
+        self._broadcast(_STATE, 2 * ask + with_agents)
+        got: dict[int, Any] = {}
+        deadline = time.perf_counter() + COLLECTIVE_TIMEOUT_S
+        while len(got) < self.workers - 1:
+            for msg in self._take_messages(0.05):
+                if isinstance(msg, StateReply) and msg.id == ask:
+                    got[msg.worker] = msg.state
+            if time.perf_counter() > deadline or not self.tasks.alive:
+                raise self._failure(RuntimeError("a worker rank did not send its state"))
+        states = [own] + [got[r] for r in range(1, self.workers)]
+        for r, st in enumerate(states):
+            self.latest[r] = dict(st["timing"])
+        if with_agents:
+            self.gathered = (self.replica.agent.updates, states)
+        return states
+
+    def final_weights(self) -> dict[str, np.ndarray]:
+        """The run's model: rank 0's weights, or where the ranks' models differ and were
+        gathered (:meth:`states`) at the last update, the mean of every rank's."""
+        own = self.replica.agent.get_weights()
+        if self.gathered is None or self.gathered[0] != self.replica.agent.updates:
+            return own
+        others = [{k: v.numpy() for k, v in st["agent"]["online"].items()} for st in self.gathered[1][1:]]
+        return {k: np.mean([own[k]] + [w[k] for w in others], axis=0, dtype=np.float64).astype(np.float32)
+                for k in own}
+
+    def poll(self) -> None:
+        """Take the worker ranks' reports waiting (their time split), without blocking."""
+        if self.tasks is not None:
+            self._take_messages(0.0)
+
+    def _broadcast(self, command: int, value: int) -> None:
+        self.header[0], self.header[1] = command, value
+        try:
+            self.coll.broadcast(self.buf)
+        except RuntimeError as e:
+            raise self._failure(e) from e
+
+    def _take_messages(self, timeout: float) -> list[Any]:
+        """Read the worker ranks' messages: hellos (pids to watch), reports; return the others."""
+        out = []
+        msg = self.tasks.get(timeout)
+        while msg is not None:
+            if isinstance(msg, Hello):
+                self.tasks.pids[msg.worker + 1] = msg.pid
+                if msg.host == socket.gethostname():
+                    self.tasks.watch.add(msg.worker + 1, msg.pid)
+            elif isinstance(msg, Report):
+                self.latest[msg.worker] = dict(msg.timing)
+                self.extra[msg.worker] = dict(msg.extra)
+            else:
+                out.append(msg)
+            msg = self.tasks.get(0.0)
+        return out
+
+    def _failure(self, error: BaseException) -> TaskFailed:
+        """The :class:`TaskFailed` for a failed collective or start: the worker rank that raised (its
+        message), or the one whose process died, else the collective's own error."""
+        self.broken = True
+        cause = describe(error)
+        deadline = time.perf_counter() + 5.0  # the failing rank's report is on its way
+        while self.tasks is not None and time.perf_counter() < deadline:
+            for msg in self._take_messages(0.1):
+                if isinstance(msg, Failed):
+                    return TaskFailed(msg.worker + 1, msg.message, msg.traceback)
+            first = self.tasks.watch.first
+            if first is not None:
+                how = first[2] or exit_from_pool_error(cause) or "cause unknown"
+                return TaskFailed(first[0], f"its process (pid {first[1]}) died ({how})",
+                                  f"rank 0's collective failed: {cause}")
+            if not self.tasks.alive and self.tasks.failure is not None:
+                how = exit_from_pool_error(describe(self.tasks.failure))
+                if how is not None:
+                    who = 1 if self.workers == 2 else None
+                    return TaskFailed(who, f"a worker process died ({how})", self.tasks.failure_tb)
+        return TaskFailed(None, f"the process group failed: {cause.splitlines()[0]}", traceback.format_exc())
+
+    # ------------------------------------------------------------------ accounting
+    def time_split(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per rank ``(compute, comm)`` seconds, ``(K,)`` float64 each (worker ranks: as last reported)."""
+        self.latest[0] = self.replica.timing()
+        return (np.array([t["compute"] for t in self.latest]), np.array([t["comm"] for t in self.latest]))
+
+    def bytes_per_update(self) -> float | None:
+        """Payload bytes rank 0 moved per update (broadcast + all-reduce); None before the first."""
+        if self.updates == 0:
+            return None
+        return (self.coll.bytes_broadcast + self.coll.bytes_reduced) / self.updates
+
+
+def finite_or_raise(value: float, update: int, where: str = "") -> None:
+    """Raise FloatingPointError for a non-finite TD loss (the message of :meth:`DQNAgent.step`)."""
+    if not math.isfinite(value):
+        raise FloatingPointError(f"non-finite TD loss ({value}) at update {update}{where}")
