@@ -148,7 +148,9 @@ def _parser() -> argparse.ArgumentParser:
                         "to a player (mean 10,000; 2048 in half the games)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (default serial,independent,shared,"
-                                     "sharded,averaged; learning: serial,shared)")
+                                     "sharded,averaged; learning: serial,shared); scaling: each with optional "
+                                     ":OPTION=VALUE scheme options, e.g. sharded:comm=joblib, averaged:average_every=4 "
+                                     "(sharded:joblib for short)")
     b.add_argument("--workers", help="scaling, learning: comma-separated worker counts (default 1,2)")
     b.add_argument("--presets", help="learning: comma-separated presets (default default,cnn,mlp-afterstate,mlp)")
     b.add_argument("--minutes", type=_positive_float, help="learning: training budget of each configuration "
@@ -612,7 +614,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
-            cols = ["scheme", "workers", "env_steps_per_s", "updates_per_s", "acting", "learning", "communication",
+            cols = ["spec", "workers", "env_steps_per_s", "updates_per_s", "acting", "learning", "communication",
                     "speedup_vs_serial"] + (["greedy_score_mean"] if args.eval_games else [])
             _print_table([{c: r[c] for c in cols} for r in rows])
             print(f"each row: one run of {seconds:g} s (mlp preset, learning_starts {rows[0]['learning_starts']:,} "

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import TrainConfig
-from ..parallel.allreduce import COMM_CHANNELS
 from .timing import warm_up
 
 __all__ = ["bench_scaling"]
@@ -21,6 +20,36 @@ def _steady_rate(history: Any, column: str) -> float:
     a, b = h[h["wall_time_s"] >= half].iloc[0], h.iloc[-1]
     dt = b["wall_time_s"] - a["wall_time_s"]
     return float((b[column] - a[column]) / dt) if dt > 0 else float("nan")
+
+
+def _parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``NAME[:OPTION=VALUE]...`` (a bare ``:VALUE`` is the ``comm`` option) as (scheme, options).
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme, an option the scheme does not take, or a bad value.
+    """
+    from ..options import specs
+    from ..schemes import SCHEMES
+
+    name, *parts = spec.split(":")
+    if name not in SCHEMES:
+        raise ValueError(f"schemes must be scheme names among {sorted(SCHEMES)}, each optionally followed by "
+                         f":OPTION=VALUE (sharded:joblib, averaged:average_every=4), got {spec!r}")
+    declared = specs(SCHEMES[name].Options)
+    options: dict[str, Any] = {}
+    for part in parts:
+        key, eq, text = part.partition("=")
+        if not eq:
+            key, text = "comm", part
+        if key not in declared:
+            raise ValueError(f"scheme spec {spec!r}: {name} takes options {sorted(declared) or 'none'}, not {key!r}")
+        try:
+            options[key] = declared[key].from_text(text)
+        except ValueError as e:
+            raise ValueError(f"scheme spec {spec!r}: {key}: {e}") from None
+    return name, options
 
 
 def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "sharded", "averaged"),
@@ -38,8 +67,9 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     Parameters
     ----------
     schemes : sequence of str
-        Names in :data:`dqnlab.SCHEMES`; ``sharded`` and ``averaged`` also as
-        ``NAME:COMM`` (``sharded:joblib``) for their ``comm`` option (default ``allreduce``).
+        Names in :data:`dqnlab.SCHEMES`, each optionally followed by scheme options as
+        ``:OPTION=VALUE`` (``averaged:average_every=4``); a bare ``:VALUE`` is the ``comm``
+        option of ``sharded`` and ``averaged`` (``sharded:joblib``; default ``allreduce``).
     workers : sequence of int
         Worker counts (>= 1).
     seconds : float
@@ -56,7 +86,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     Returns
     -------
     list of dict
-        One row per run: ``scheme``, ``workers``, ``wall_time_s``, ``env_steps``,
+        One row per run: ``scheme``, ``spec`` (as given), ``workers``, ``wall_time_s``, ``env_steps``,
         ``updates``, ``env_steps_per_s`` and ``updates_per_s`` (whole run),
         ``steady_env_steps_per_s`` and ``steady_updates_per_s`` (second half of the
         run, after learning has started), ``acting`` / ``learning`` /
@@ -85,11 +115,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     from ..schemes import SCHEMES, train
 
     schemes, workers = list(schemes), list(workers)
-    comm_schemes = ("sharded", "averaged")
-    allowed = sorted(SCHEMES) + [f"{s}:{c}" for s in comm_schemes for c in COMM_CHANNELS]
-    for spec in schemes:
-        if spec not in allowed:
-            raise ValueError(f"schemes must be among {allowed}, got {spec!r}")
+    runs = [(spec, *_parse_spec(spec)) for spec in schemes]
     if not workers or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in workers):
         raise ValueError(f"workers must be integers >= 1, got {workers!r}")
     if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
@@ -97,9 +123,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     base = config or TrainConfig.preset("mlp", learning_starts=2_000, buffer_size=50_000)
     cfg = base.replace(total_env_steps=None, max_seconds=float(seconds), seed=seed)
     rows: list[dict[str, Any]] = []
-    for spec in schemes:
-        name, _, comm = spec.partition(":")
-        options = {"comm": comm} if comm else {}
+    for spec, name, options in runs:
         for k in workers:
             if name == "serial" and k != 1:
                 continue
@@ -108,10 +132,11 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
             split = run.time_split
             total = sum(split.values())
             extra = {key: v for key, v in run.extra.items()
-                     if key in ("lock_wait_s", "effective_batch", "syncs", "round_ms_mean", "comm_bytes_per_update", "lost_increments",
+                     if key in ("lock_wait_s", "effective_batch", "syncs", "round_ms_mean", "comm_bytes_per_update",
+                                "lost_increments", "averages",
                                 "achieved_replay_ratio_learning", "param_lag", "throttle_pauses")}
             rows.append({
-                "scheme": name, "workers": k, "wall_time_s": run.wall_time_s, "env_steps": run.env_steps,
+                "scheme": name, "spec": spec, "workers": k, "wall_time_s": run.wall_time_s, "env_steps": run.env_steps,
                 "updates": run.updates, "env_steps_per_s": run.env_steps_per_s, "updates_per_s": run.updates_per_s,
                 "steady_env_steps_per_s": _steady_rate(run.history, "env_steps"),
                 "steady_updates_per_s": _steady_rate(run.history, "updates"),

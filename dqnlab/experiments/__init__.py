@@ -10,7 +10,7 @@ that ``python -m dqnlab reproduce`` calls (:mod:`dqnlab.experiments.reproduce`).
 """
 
 from .actors import actors_data, actors_figure
-from .averaged import averaged_data, averaged_figure
+from .averaged import averaged_data, averaged_figure, local_sgd_table
 from .budgets import SMOKE_ENV, budget, explore_config, setup, smoke_mode
 from .compare import USER_CLAIMS, claims_table, compare_data, compare_figure
 from .game import game_data, game_figure
@@ -19,7 +19,7 @@ from .learning import learning_config, learning_data, learning_figure
 from .reproduce import NOTEBOOKS, Notebook, reproduce
 from .serial import project_days, serial_data, serial_figure, user_play_moves
 from .shared import shared_data, shared_figure
-from .sharded import sharded_data, sharded_figure
+from .sharded import channels_table, sharded_data, sharded_figure
 from .trials import Trial, greedy_at, greedy_curve, run_trial, summary_table
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "Trial", "run_trial", "greedy_curve", "greedy_at", "summary_table",
     "game_data", "game_figure", "user_play_moves", "project_days", "serial_data", "serial_figure",
     "independent_data", "independent_figure", "shared_data", "shared_figure", "sharded_data", "sharded_figure",
-    "averaged_data", "averaged_figure", "actors_data", "actors_figure",
+    "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure",
     "Notebook", "NOTEBOOKS", "reproduce",

@@ -1,44 +1,90 @@
-"""Notebook 05, ``averaged``: K workers, K minibatches, one averaged step, beside ``serial``."""
+"""Notebook 05, ``averaged``: K workers, K minibatches, averaged weights, beside ``serial``; local SGD."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from .budgets import budget, explore_config, resolve_smoke
-from .trials import new_figure, run_grid, run_trial
+import numpy as np
+import pandas as pd
 
-__all__ = ["averaged_data", "averaged_figure"]
+from .budgets import budget, explore_config, resolve_smoke
+from .trials import Trial, new_figure, run_grid, run_trial
+
+__all__ = ["averaged_data", "averaged_figure", "local_sgd_table"]
 
 
 def averaged_data(smoke: bool | None = None, workers: Sequence[int] | None = None, seconds: float | None = None,
-                  seed: int = 0) -> dict[str, Any]:
-    """``averaged`` with 1, 2, 4 workers (effective batch K x B), and ``serial`` for reference.
+                  seed: int = 0, average_every: Sequence[int] | None = None) -> dict[str, Any]:
+    """``serial``; ``averaged`` over all-reduce with 1, 2, 4 workers (effective batch K x B);
+    ``averaged`` x2 over the joblib round trip; and x2 with each ``average_every`` (local SGD).
 
-    Returns ``trials`` (serial first), ``workers``, ``seconds``.
+    Each run is ``seconds`` of wall time (default 60; 2 in smoke mode).
+
+    Returns
+    -------
+    dict
+        ``trials`` (serial first, then the worker counts, then the joblib run),
+        ``sweep`` (the x2 all-reduce runs by ``average_every``, 1 first: the same run as
+        in ``trials``), ``workers``, ``average_every``, ``seconds``.
     """
     smoke = resolve_smoke(smoke)
     seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
     ks = list(workers) if workers is not None else budget([1, 2, 4], [2], smoke)
+    everies = sorted(set(average_every) | {1}) if average_every is not None else budget([1, 4, 16], [1, 8], smoke)
     config = explore_config(smoke, max_seconds=seconds, seed=seed)
     serial = run_trial("serial", config, label="serial", greedy_games=budget(100, 16, smoke),
                        checkpoints=budget(6, 2, smoke))
-    trials = run_grid("averaged", [{"workers": k} for k in ks], config, smoke,
-                     lambda g: f"averaged x{g['workers']} (batch {g['workers'] * config.batch_size})")
-    return {"trials": [serial, *trials], "workers": ks, "seconds": seconds}
+    grid = ([{"workers": k} for k in ks] + [{"workers": 2, "comm": "joblib"}]
+            + [{"workers": 2, "average_every": e} for e in everies if e != 1 or 2 not in ks])
+    trials = run_grid("averaged", grid, config, smoke, _label)
+    main = [t for t in trials if t.settings.get("average_every", 1) == 1]
+    sweep = [t for t in trials if t.settings["workers"] == 2 and t.settings.get("comm", "allreduce") == "allreduce"]
+    sweep.sort(key=lambda t: t.settings.get("average_every", 1))
+    return {"trials": [serial, *main], "sweep": sweep, "workers": ks, "average_every": everies,
+            "seconds": seconds}
+
+
+def _label(g: dict[str, Any]) -> str:
+    if g.get("comm") == "joblib":
+        return f"averaged x{g['workers']} joblib"
+    every = g.get("average_every", 1)
+    return f"averaged x{g['workers']}" + (f", average every {every}" if every != 1 else "")
+
+
+def local_sgd_table(data: dict[str, Any]) -> pd.DataFrame:
+    """The ``average_every`` sweep: one row per run of :func:`averaged_data`'s ``sweep``.
+
+    Columns ``average_every`` (updates), ``updates/s``, ``comm %`` (communication's share
+    of the workers' time), ``MB per update`` (payload rank 0 moved per update),
+    ``divergence`` (median over the run of the workers' relative distance before an
+    average: rank 0's L2 distance to the mean over the mean's norm), ``greedy score``.
+    """
+    rows = []
+    for t in data["sweep"]:
+        div = [r["divergence_rel"] for r in t.run.extra.get("divergence", [])]
+        rows.append({"average_every": t.settings.get("average_every", 1), "updates/s": t.run.updates_per_s,
+                     "comm %": 100 * t.run.summary()["time_fraction"].get("communication", math.nan),
+                     "MB per update": (t.run.extra.get("comm_bytes_per_update") or math.nan) / 1e6,
+                     "divergence": float(np.median(div)) if div else math.nan,
+                     "greedy score": t.final_greedy})
+    return pd.DataFrame(rows)
 
 
 def averaged_figure(data: dict[str, Any]):
-    """05: updates/s vs effective batch; greedy score vs env steps (sample efficiency) and vs wall time."""
+    """05: updates/s vs effective batch; greedy score vs env steps (sample efficiency) and vs
+    wall time; local SGD: communication and divergence against ``average_every``."""
     from ..plots import plot_greedy
 
     trials = data["trials"]
-    fig, axes = new_figure(1, 3, figsize=(17, 4.4))
+    fig, axes = new_figure(1, 4, figsize=(21, 4.6))
     eff = [t.run.extra.get("effective_batch", t.run.config.batch_size) for t in trials]
     ax = axes[0]
-    ax.bar([t.label.replace(" (", "\n(") for t in trials], [t.run.updates_per_s for t in trials],
-           color=[f"C{i}" for i in range(len(trials))])
+    ax.bar([t.label.replace(" (", "\n(").replace(" joblib", "\njoblib") for t in trials],
+           [t.run.updates_per_s for t in trials], color=[f"C{i}" for i in range(len(trials))])
     ax.set_ylabel("updates / s")
+    ax.tick_params(axis="x", labelsize="small")
     ax2 = ax.twinx()
     ax2.plot(range(len(trials)), [e * t.run.updates_per_s for e, t in zip(eff, trials)], "k^--",
              label="samples trained on / s")
@@ -50,5 +96,22 @@ def averaged_figure(data: dict[str, Any]):
     axes[1].set_title("sample efficiency: greedy score vs env steps")
     plot_greedy([t.greedy for t in trials], [t.label for t in trials], axes[2], "wall_time_s")
     axes[2].set_title("greedy score vs wall time")
-    fig.suptitle(f"05 averaged: K workers, K minibatches, one averaged step; {data['seconds']:g} s per run")
+    table = local_sgd_table(data)
+    ax = axes[3]
+    x = table["average_every"]
+    ax.plot(x, table["comm %"], "o-", color="C0", label="communication % of worker time")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("average_every (updates between averages)")
+    ax.set_ylabel("communication %", color="C0")
+    ax.set_ylim(bottom=0)
+    ax3 = ax.twinx()
+    ax3.plot(x, table["divergence"], "s--", color="C3", label="divergence before an average")
+    ax3.set_ylabel("relative divergence (median)", color="C3")
+    ax3.set_ylim(bottom=0)
+    for xi, g in zip(x, table["greedy score"]):
+        if g is not None and not math.isnan(g):
+            ax.annotate(f"{g:,.0f}", (xi, 0), textcoords="offset points", xytext=(0, 4), ha="center",
+                        fontsize="small")
+    ax.set_title("local SGD, 2 workers: less communication, more drift\n(numbers: greedy score)")
+    fig.suptitle(f"05 averaged: K workers, K minibatches, averaged weights; {data['seconds']:g} s per run")
     return fig

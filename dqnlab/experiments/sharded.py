@@ -1,4 +1,4 @@
-"""Notebook 04, ``sharded``: communication against compute over batch sizes and worker counts."""
+"""Notebook 04, ``sharded``: communication against compute over batch sizes, worker counts and channels."""
 
 from __future__ import annotations
 
@@ -6,28 +6,63 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .budgets import budget, explore_config, resolve_smoke
-from .trials import new_figure, run_grid
+import pandas as pd
 
-__all__ = ["sharded_data", "sharded_figure"]
+from .budgets import budget, explore_config, resolve_smoke
+from .trials import Trial, new_figure, run_grid
+
+__all__ = ["sharded_data", "sharded_figure", "channels_table"]
 
 
 def sharded_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
                  batch_sizes: Sequence[int] | None = None, seconds: float | None = None,
-                 seed: int = 0) -> dict[str, Any]:
-    """``sharded`` over batch sizes and worker counts (one minibatch split K ways).
+                 seed: int = 0, comms: Sequence[str] = ("joblib", "allreduce")) -> dict[str, Any]:
+    """``sharded`` over batch sizes, worker counts and both channels (one minibatch split K ways).
 
     The replay ratio (samples per env step) is kept, so a larger batch means fewer,
-    larger updates. Returns ``trials``, ``workers``, ``batch_sizes``, ``seconds``.
+    larger updates. With one worker the channel plays no part, so it runs once
+    (all-reduce). Each run is ``seconds`` of wall time (default 30; 2 in smoke mode).
+
+    Returns
+    -------
+    dict
+        ``trials`` (labelled ``B=<batch> x<workers> <comm>``, each with ``settings``
+        ``workers`` and ``comm``), ``workers``, ``batch_sizes``, ``comms``, ``seconds``.
     """
     smoke = resolve_smoke(smoke)
-    seconds = budget(45.0, 2.0, smoke) if seconds is None else seconds
+    seconds = budget(30.0, 2.0, smoke) if seconds is None else seconds
     ks = list(workers) if workers is not None else budget([1, 2, 4], [1, 2], smoke)
     bs = list(batch_sizes) if batch_sizes is not None else budget([64, 256, 1024], [64], smoke)
     config = explore_config(smoke, max_seconds=seconds, seed=seed)
-    grid = [{"workers": k, "config": {"batch_size": b}} for b in bs for k in ks]
-    trials = run_grid("sharded", grid, config, smoke, lambda g: f"B={g['config']['batch_size']} x{g['workers']}")
-    return {"trials": trials, "workers": ks, "batch_sizes": bs, "seconds": seconds}
+    grid = [{"workers": k, "comm": c, "config": {"batch_size": b}}
+            for b in bs for k in ks for c in (comms if k > 1 else comms[-1:])]
+    trials = run_grid("sharded", grid, config, smoke,
+                      lambda g: f"B={g['config']['batch_size']} x{g['workers']} {g['comm']}")
+    return {"trials": trials, "workers": ks, "batch_sizes": bs, "comms": list(comms), "seconds": seconds}
+
+
+def channels_table(trials: Sequence[Trial]) -> pd.DataFrame:
+    """The two channels side by side: one row per (batch, workers) with more than one worker.
+
+    Columns ``batch``, ``workers``, and per channel ``updates/s <comm>``, ``comm % <comm>``
+    (communication's share of the workers' summed time) and ``round ms <comm>`` (one
+    update's communication at rank 0 or the joblib round), then ``all-reduce / joblib``
+    (the ratio of updates/s) when both ran.
+    """
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    for t in trials:
+        k = t.run.workers
+        if k < 2:
+            continue
+        comm = t.run.extra.get("comm", "joblib")
+        row = rows.setdefault((t.run.config.batch_size, k), {"batch": t.run.config.batch_size, "workers": k})
+        row[f"updates/s {comm}"] = t.run.updates_per_s
+        row[f"comm % {comm}"] = 100 * t.run.summary()["time_fraction"].get("communication", math.nan)
+        row[f"round ms {comm}"] = t.run.extra.get("round_ms_mean") or math.nan
+    table = pd.DataFrame(list(rows.values()))
+    if {"updates/s allreduce", "updates/s joblib"} <= set(table.columns):
+        table["all-reduce / joblib"] = table["updates/s allreduce"] / table["updates/s joblib"]
+    return table
 
 
 def _workers(k: int) -> str:
@@ -35,19 +70,24 @@ def _workers(k: int) -> str:
 
 
 def sharded_figure(data: dict[str, Any]):
-    """04: compute vs communication per (batch, workers); round time and updates/s vs batch."""
+    """04: compute vs communication per run; round time and updates/s vs batch, per workers and channel
+    (all-reduce solid, joblib dashed)."""
     from ..plots import plot_time_split
 
     trials = data["trials"]
-    fig, axes = new_figure(1, 3, figsize=(17, 4.4), width_ratios=[1.6, 1, 1])
+    fig, axes = new_figure(1, 3, figsize=(17, 4.8), width_ratios=[1.6, 1, 1])
     plot_time_split([t.run for t in trials], axes[0], [t.label for t in trials])
     for i, k in enumerate(data["workers"]):
-        ts = [t for t in trials if t.settings["workers"] == k]
-        b = [t.run.config.batch_size for t in ts]
-        axes[1].plot(b, [t.run.extra.get("round_ms_mean") or math.nan for t in ts], "o-", color=f"C{i}",
-                     label=_workers(k))
-        axes[2].plot(b, [t.run.updates_per_s for t in ts], "o-", color=f"C{i}", label=_workers(k))
-    for ax, title, ylabel in ((axes[1], "one update round", "ms per update"),
+        for comm in data.get("comms", ["joblib"]):
+            ts = [t for t in trials if t.settings["workers"] == k and t.settings.get("comm", "joblib") == comm]
+            if not ts:
+                continue
+            b = [t.run.config.batch_size for t in ts]
+            style = dict(color=f"C{i}", linestyle="-" if comm == "allreduce" else "--", marker="o",
+                         label=f"{_workers(k)}, {comm}" if k > 1 else _workers(k))
+            axes[1].plot(b, [t.run.extra.get("round_ms_mean") or math.nan for t in ts], **style)
+            axes[2].plot(b, [t.run.updates_per_s for t in ts], **style)
+    for ax, title, ylabel in ((axes[1], "communication per update", "ms per update"),
                               (axes[2], "learning throughput", "updates / s")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")  # worker counts beyond the cores can be orders of magnitude slower
@@ -55,5 +95,5 @@ def sharded_figure(data: dict[str, Any]):
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.legend(fontsize="small")
-    fig.suptitle(f"04 sharded: communication vs compute, {data['seconds']:g} s per run")
+    fig.suptitle(f"04 sharded: joblib round trip vs all-reduce, {data['seconds']:g} s per run")
     return fig

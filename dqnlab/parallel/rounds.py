@@ -296,7 +296,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
             own = {"comm_bytes_per_update": group.bytes_per_update(), **group.replica.stats()}
         return build_result(scheme, config, workers, loop, learner.progress(time_split()),
                             agent.get_weights() if group is None else group.final_weights(), status,
-                            extra={**extra, "comm": comm, **own, "per_worker": per_worker,
+                            options.to_dict(), extra={**extra, "comm": comm, **own, "per_worker": per_worker,
                                    "torch_threads_per_worker": torch_threads(workers), "rounds": rounds,
                                    "round_ms_mean": 1000 * round_s / rounds if rounds else None})
 
@@ -314,11 +314,12 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
         t0 = time.perf_counter()
         batches = [agent.augment(b) for b in sample(learner)]  # (config.augment_symmetry) by the learner's stream
         learner.timing["learning"] += time.perf_counter() - t0
+        parts, coefficients = split(batches)
         if group is not None:
-            group.update(batches, grad_norm)
+            group.update(parts, normalised_coefficients(workers, coefficients), grad_norm)
             learner.last_loss = agent.diagnostics(grad_norm=False)["loss"]
         else:
-            learner.last_loss = parallel_update(parallel, agent, *split(batches), stats, fault, grad_norm)
+            learner.last_loss = parallel_update(parallel, agent, parts, coefficients, stats, fault, grad_norm)
 
     def rounds() -> None:
         with contextlib.ExitStack() as stack:

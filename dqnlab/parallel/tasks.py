@@ -14,6 +14,7 @@ checkpoint and says :class:`~dqnlab.parallel.messages.Checkpointed`.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import queue
@@ -227,8 +228,15 @@ class TaskGroup:
             self.backend, self.inbox, self.outboxes, self._close_queues = remote
         else:
             self.manager = SyncManager()
-            # The manager must outlive a Ctrl-C so that the workers can be told to stop.
-            self.manager.start(signal.signal, (signal.SIGINT, signal.SIG_IGN))
+            # The manager must outlive a Ctrl-C so that the workers can be told to stop. It is a fork
+            # of this process: gc.freeze() keeps its garbage collector off what it inherits (a gloo
+            # group or store of an earlier run, not yet collected here, would abort the fork when
+            # destroyed there: their threads were not copied), as the gc docs advise before a fork.
+            gc.freeze()
+            try:
+                self.manager.start(signal.signal, (signal.SIGINT, signal.SIG_IGN))
+            finally:
+                gc.unfreeze()
             self.inbox = self.manager.Queue()
             self.outboxes = [self.manager.Queue() for _ in range(self.workers)]
         self.thread = threading.Thread(target=self._run, name="dqnlab-tasks", daemon=True)

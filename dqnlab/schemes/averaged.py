@@ -56,17 +56,13 @@ class Options(SchemeOptions):
     average_every: int = option(1, "Updates between two averages of the workers' weights (1: every update, "
                                 "the user's scheme; more: local SGD).", unit="updates", low=1,
                                 applies=when("comm", "allreduce"))
-    average_moments: bool = option(True, "Average Adam's moments with the weights (no effect with SGD).",
+    average_moments: bool = option(False, "Average Adam's moments with the weights too (3x the data; "
+                                   "no effect with SGD). Off: each worker keeps its own moments, as local SGD does.",
                                    applies=when("comm", "allreduce"))
 
 
 class Replica(allreduce.Replica):
     """``averaged`` at one rank of the all-reduce group (``comm="allreduce"``): local steps, periodic averages."""
-
-    @classmethod
-    def batches_per_update(cls, workers: int) -> int:
-        """One minibatch per rank."""
-        return workers
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -80,17 +76,15 @@ class Replica(allreduce.Replica):
         """Every rank's model equals rank 0's after each update only when every update averages it all."""
         return self.every == 1 and (self.options["average_moments"] or self.agent.config.optimizer == "sgd")
 
-    def update(self, batches: list[Minibatch], grad_norm: bool) -> None:
-        """One step on this rank's minibatch; every ``average_every`` updates, the average over ranks.
-
-        ``batches``: one minibatch of ``B`` per rank (already augmented by rank 0).
+    def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
+        """One step on this rank's own minibatch ``batch``; every ``average_every`` updates, the
+        average over ranks (each rank's model weighted by its ``share``: 1/K).
         """
         t0 = time.perf_counter()
         agent, coll = self.agent, self.coll
         comm0 = coll.comm_s
-        mine = batches[coll.rank]
         # 1. one local DQN step on this rank's own minibatch (a non-finite loss: no step)
-        loss = agent.compute_gradients(mine, agent.td_targets(mine))
+        loss = agent.compute_gradients(batch, agent.td_targets(batch))
         q_max = agent.diagnostics(grad_norm=False)["q_max_mean"]
         norm = agent.diagnostics(grad_norm=True)["grad_norm"] if grad_norm else math.nan
         finite = math.isfinite(loss)
@@ -99,7 +93,7 @@ class Replica(allreduce.Replica):
         agent.updates += 1
         # 2. every average_every updates: all-reduce the weights (and moments), and the diagnostics
         if coll.world > 1 and agent.updates % self.every == 0:
-            loss, q_max, norm, bad = self.average([loss if finite else 0.0, q_max, norm, float(not finite)])
+            loss, q_max, norm, bad = self.average([loss if finite else 0.0, q_max, norm, float(not finite)], share)
             finite = bad == 0
         if agent.config.target_update and agent.updates % agent.config.target_update == 0:
             agent.sync_target()
@@ -107,18 +101,17 @@ class Replica(allreduce.Replica):
         self.compute_s += time.perf_counter() - t0 - (coll.comm_s - comm0)
         allreduce.finite_or_raise(loss if finite else math.nan, agent.updates)
 
-    def average(self, values: list[float]) -> list[float]:
-        """Replace this rank's weights (and moments) by the mean over ranks; return the means of ``values``
-        (``values[-1]``, a count, is returned summed). Records the divergence first (rank 0's distance
-        to the mean, relative to the mean's norm)."""
-        agent, world = self.agent, self.coll.world
+    def average(self, values: list[float], share: float) -> list[float]:
+        """Replace this rank's weights (and moments) by the ``share``-weighted mean over ranks; return
+        the means of ``values``. Records the divergence first (rank 0's distance to the mean,
+        relative to the mean's norm)."""
+        agent = self.agent
         params = list(agent.online.parameters())
         tensors = params + ([agent.optimizer.state[p][m] for p in params for m in ("exp_avg", "exp_avg_sq")
                              if p in agent.optimizer.state]
                             if self.options["average_moments"] and agent.config.optimizer == "adam" else [])
         flat = torch.cat([t.detach().reshape(-1) for t in tensors] + [torch.tensor(values, dtype=torch.float32)])
-        self.coll.allreduce([flat])
-        flat.div_(world)
+        self.coll.allreduce([flat.mul_(share)])
         n = sum(p.numel() for p in params)
         own = torch.cat([p.detach().reshape(-1) for p in params])
         mean_norm = float(torch.linalg.vector_norm(flat[:n]))
@@ -129,9 +122,7 @@ class Replica(allreduce.Replica):
             torch._foreach_copy_(tensors, [v.view_as(t) for v, t in
                                            zip(flat[:-len(values)].split([t.numel() for t in tensors]), tensors)])
         self.averages += 1
-        out = flat[-len(values):].tolist()
-        out[-1] *= world
-        return out
+        return flat[-len(values):].tolist()
 
     def stats(self) -> dict[str, Any]:
         """``averages`` made and ``divergence``: the last one measured before each report

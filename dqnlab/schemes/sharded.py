@@ -87,17 +87,15 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
 class Replica(allreduce.Replica):
     """``sharded`` at one rank of the all-reduce group (``comm="allreduce"``)."""
 
-    def update(self, batches: list[Minibatch], grad_norm: bool) -> None:
+    def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
         """Gradient of this rank's shard, all-reduced into the whole minibatch's; the same step at every rank.
 
-        ``batches``: the one minibatch of ``B`` transitions (already augmented by rank 0).
+        ``batch``: this rank's shard; ``share``: its size over the minibatch's.
         """
         t0 = time.perf_counter()
         agent, coll = self.agent, self.coll
-        shards, sizes = shard(batches[0], coll.world)
-        mine, share = shards[coll.rank], float(sizes[coll.rank]) / float(sizes.sum())
         # 1. the TD loss of this rank's shard and its gradient (the mean over the shard)
-        loss = agent.compute_gradients(mine, agent.td_targets(mine))
+        loss = agent.compute_gradients(batch, agent.td_targets(batch))
         q_max = agent.diagnostics(grad_norm=False)["q_max_mean"]
         # 2. all-reduce: sum over ranks of share_k * (gradient_k, loss_k, q_k) = the whole minibatch's
         params = [p for p in agent.online.parameters() if p.grad is not None]

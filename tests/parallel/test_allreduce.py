@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pytest
 from helpers import filled_learner, max_diff
 
 import dqnlab
 from dqnlab.runtime.errors import WorkerError
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.parallel.allreduce import AllReduceGroup, pack_minibatches, unpack_minibatches, _HEADER
+from dqnlab.parallel.allreduce import COLLECTIVE_TIMEOUT_S, AllReduceGroup, pack_minibatch, unpack_minibatch, _HEADER
 from dqnlab.parallel.weights import average_weights
 from dqnlab.schemes import averaged, sharded
 
@@ -19,15 +22,12 @@ def _sgd(batch_size: int = 33, optimizer: str = "sgd") -> TrainConfig:
 
 
 def test_minibatches_survive_packing():
-    import numpy as np
-
     learner = filled_learner(_sgd())
-    batches = [learner.buffer.sample(33) for _ in range(2)]
-    buf = np.zeros(_HEADER + 2 * 33 * 49, np.uint8)
-    pack_minibatches(batches, buf)
-    for got, want in zip(unpack_minibatches(buf, 2, 33), batches):
-        for g, w in zip(got, want):
-            assert g.dtype == w.dtype and np.array_equal(g, w)
+    batch = learner.buffer.sample(33)
+    buf = np.zeros(_HEADER + 40 * 49, np.uint8)
+    pack_minibatch(batch, buf)
+    for got, want in zip(unpack_minibatch(buf, 33), batch):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -40,8 +40,9 @@ def test_sharded_allreduce_step_equals_one_big_batch_step(optimizer):
     reference.load_state_dict(learner.agent.state_dict())
     batch = learner.buffer.sample(config.batch_size)
     reference.update(batch)
+    shards, sizes = sharded.shard(batch, 2)  # 17 and 16 transitions
     with AllReduceGroup(sharded.Replica, learner.agent, {"comm": "allreduce"}, 2) as group:
-        group.update([batch])
+        group.update(shards, sizes / sizes.sum())
         states = group.states()  # (rank 1's model equals rank 0's: its agent is not sent)
         assert states[1]["agent"] is None and states[1]["timing"]["comm"] > 0
     assert max_diff(learner.agent.get_weights(), DQNAgent(config, seed=99).get_weights()) > 1e-4
@@ -62,13 +63,13 @@ def test_averaged_allreduce_is_the_mean_of_the_ranks_steps_and_local_sgd_defers_
         expected.append(a.get_weights())
     options = {"comm": "allreduce", "average_every": 2, "average_moments": True}
     with AllReduceGroup(averaged.Replica, learner.agent, options, 2) as group:
-        group.update(batches)  # update 1 of 2: local steps only
+        group.update(batches, np.array([0.5, 0.5]))  # update 1 of 2: local steps only
         assert max_diff(learner.agent.get_weights(), expected[0]) < 1e-6
         states = group.states()  # the ranks differ: every rank's agent comes
         rank1 = {k: v.numpy() for k, v in states[1]["agent"]["online"].items()}
         assert max_diff(rank1, expected[1]) < 1e-6
         assert max_diff(group.final_weights(), average_weights(expected)) < 1e-6
-        group.update(batches)  # update 2: averaged
+        group.update(batches, np.array([0.5, 0.5]))  # update 2: averaged
         assert group.replica.averages == 1 and group.replica.last_divergence["divergence"] > 0
 
 
@@ -82,10 +83,13 @@ def test_averaged_with_one_worker_equals_serial(cfg):
 
 @pytest.mark.parametrize("scheme", ["sharded", "averaged"])
 def test_a_killed_worker_rank_ends_the_run_naming_it(cfg, scheme):
+    t0 = time.monotonic()
     with pytest.raises(WorkerError, match="worker 1") as err:
         dqnlab.train(scheme, cfg, workers=2, progress=False, comm="allreduce",
                      _fault={"worker": 1, "after_updates": 5, "kind": "exit"})
-    assert err.value.partial.env_steps > 0
+    # the dead rank's closed connections fail the collective at once: no wait for the timeout
+    assert time.monotonic() - t0 < COLLECTIVE_TIMEOUT_S
+    assert err.value.partial.env_steps > 0 and err.value.partial.updates >= 5
 
 
 def test_a_raising_worker_rank_is_named_with_its_message(cfg):

@@ -88,11 +88,21 @@ def test_actors_run_on_the_workers_of_an_existing_scheduler(cfg, dask_cluster):
     assert set(run.episodes["worker"]) == {0, 1} and run.updates > 0
 
 
-def test_sharded_rounds_run_through_joblibs_dask_backend(cfg, dask_cluster):
+@pytest.mark.parametrize("comm", ["allreduce", "joblib"])
+@pytest.mark.parametrize("scheme", ["sharded", "averaged"])
+def test_synchronous_schemes_run_on_dask_workers_and_equal_loky(cfg, dask_cluster, scheme, comm):
+    """Over all-reduce a Dask worker process is rank 1 of the gloo group (rendezvous at this
+    process's store); either way the run is the one loky's workers give."""
+    import numpy as np
+
     address, _, _ = dask_cluster
     config = cfg.replace(total_env_steps=600, learning_starts=400, replay_ratio=2.0)
-    run = dqnlab.train("sharded", config, workers=2, progress=False, backend="dask", dask_scheduler=address)
-    assert run.status == "completed" and run.updates > 0 and run.extra["rounds"] == run.updates
+    ref = dqnlab.train(scheme, config, workers=2, progress=False, backend="loky", comm=comm)
+    run = dqnlab.train(scheme, config, workers=2, progress=False, backend="dask", dask_scheduler=address, comm=comm)
+    assert run.status == "completed" and run.updates == ref.updates > 0 and run.extra["rounds"] == run.updates
+    assert run.extra["comm"] == comm and all(w["communication_s"] > 0 for w in run.extra["per_worker"])
+    for name in ref.weights:
+        np.testing.assert_allclose(run.weights[name], ref.weights[name], rtol=0, atol=1e-6)
 
 
 def test_joblib_dask_backend_chosen_by_the_user_is_used(cfg, dask_cluster):

@@ -86,9 +86,11 @@ def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path):
     ("independent", 2, {"sync": "periodic", "sync_every": 10}),  # learners in worker processes
     ("averaged", 1, {}),  # the parent's learner, one in-process round per update
     ("shared", 1, {}),  # the model and replay in shared memory
+    ("sharded", 2, {}),  # a gloo group: the parent (rank 0) and one worker rank, the same model
+    ("averaged", 2, {"average_every": 3}),  # local SGD: the ranks' models differ between averages
 ])
 def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, workers, options):
-    config = cfg.replace(replay_ratio=4.0) if scheme == "averaged" else cfg
+    config = cfg.replace(replay_ratio=4.0) if scheme in ("sharded", "averaged") else cfg
     whole = dqnlab.train(scheme, config, workers=workers, progress=False, **options)
     # checkpoint_every=0: also checkpoints while running (the workers' barrier)
     dqnlab.train(scheme, config.replace(total_env_steps=1_000), workers=workers, progress=False,
@@ -98,6 +100,9 @@ def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, worker
     _assert_table_continues(resumed)
     if scheme == "independent":  # the sync rounds continue too
         assert [r["round"] for r in resumed.extra["divergence"]] == [r["round"] for r in whole.extra["divergence"]]
+    if workers > 1 and scheme in ("sharded", "averaged"):  # over the all-reduce, and its counters continue
+        assert resumed.extra["comm"] == whole.extra["comm"] == "allreduce"
+        assert resumed.extra.get("averages") == whole.extra.get("averages")
 
 
 def test_shared_two_workers_resume_continues_every_counter(cfg, tmp_path):

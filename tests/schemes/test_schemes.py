@@ -109,8 +109,11 @@ def test_bad_scheme_options_are_clear_errors(cfg, scheme, options, match):
 
 def test_private_hooks_are_not_advertised():
     with pytest.raises(ValueError) as info:
+        dqnlab.train("serial", TrainConfig(total_env_steps=100), workers=1, progress=False, sync="none")
+    assert "_fault" not in str(info.value) and "_checkpoint" not in str(info.value) and "takes none" in str(info.value)
+    with pytest.raises(ValueError) as info:
         dqnlab.train("sharded", TrainConfig(total_env_steps=100), workers=1, progress=False, sync="none")
-    assert "_fault" not in str(info.value) and "takes none" in str(info.value)
+    assert "_fault" not in str(info.value) and "it takes ['comm']" in str(info.value)
     assert set(SCHEMES) >= {"serial", *PARALLEL}
 
 
@@ -129,11 +132,18 @@ def test_bench_scaling_rows(monkeypatch):
     from dqnlab.bench import bench_scaling
 
     config = TrainConfig(n_envs=8, buffer_size=2_000, batch_size=32, learning_starts=200, hidden=(32,))
-    rows = bench_scaling(["serial", "averaged"], [1, 2], seconds=0.8, config=config)
-    assert [(r["scheme"], r["workers"]) for r in rows] == [("serial", 1), ("averaged", 1), ("averaged", 2)]
+    rows = bench_scaling(["serial", "averaged", "sharded:joblib", "averaged:average_every=3"], [1, 2], seconds=0.8,
+                         config=config)
+    assert [(r["spec"], r["workers"]) for r in rows] == [
+        ("serial", 1), ("averaged", 1), ("averaged", 2), ("sharded:joblib", 1), ("sharded:joblib", 2),
+        ("averaged:average_every=3", 1), ("averaged:average_every=3", 2)]
     for r in rows:
         assert r["env_steps_per_s"] > 0 and r["updates_per_s"] >= 0
         assert r["acting"] + r["learning"] + r["communication"] == pytest.approx(1.0)
     assert rows[0]["speedup_vs_serial"] == 1.0
-    with pytest.raises(ValueError, match="schemes"):
-        bench_scaling(["nope"], [1], 1.0)
+    assert rows[2]["options"]["comm"] == "allreduce" and rows[4]["options"]["comm"] == "joblib"
+    assert rows[6]["options"]["average_every"] == 3
+    for bad, match in [("nope", "schemes must be scheme names"), ("serial:joblib", "serial takes options none"),
+                       ("averaged:average_every=0", "average_every"), ("sharded:udp", "comm")]:
+        with pytest.raises(ValueError, match=match):
+            bench_scaling([bad], [1], 1.0)
