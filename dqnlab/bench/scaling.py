@@ -112,7 +112,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     import torch
 
     from ..evaluation import evaluate
-    from ..schemes import SCHEMES, train
+    from ..schemes import train
 
     schemes, workers = list(schemes), list(workers)
     runs = [(spec, *_parse_spec(spec)) for spec in schemes]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .budgets import budget, explore_config, resolve_smoke
-from .trials import Trial, new_figure, run_grid, run_trial
+from .trials import new_figure, run_grid, run_trial
 
 __all__ = ["averaged_data", "averaged_figure", "local_sgd_table"]
 

@@ -147,8 +147,9 @@ def _measured(metric: str, t: Trial, serial: Trial | None, data: dict[str, Any])
                 f"(ideal: x{min(k, data['cores'] or k)})")
     if metric == "communication":
         extra = ""
-        if "round_ms_mean" in run.extra:
-            extra = f"; one update round takes {run.extra['round_ms_mean']:.1f} ms"
+        if run.extra.get("round_ms_mean") is not None:
+            how = {"allreduce": "over the all-reduce", "joblib": "in a joblib round trip"}.get(run.extra.get("comm"), "")
+            extra = f"; communication per update {run.extra['round_ms_mean']:.1f} ms {how}".rstrip()
         return (f"{_fraction(run, 'communication'):.0%} of worker time spent communicating or waiting, "
                 f"{_fraction(run, 'learning'):.0%} learning, {_fraction(run, 'acting'):.0%} acting{extra}")
     if metric == "lag":

@@ -424,6 +424,7 @@ class AllReduceGroup:
         if self.joined:
             self.coll.leave()
             self.joined = False
+        self.tasks.stop()  # (and the pool's spare processes)
         deadline = time.perf_counter() + 10.0
         while self.tasks.alive and time.perf_counter() < deadline:
             self._take_messages(0.05)

@@ -175,6 +175,35 @@ def _task_main(fn: Callable[..., None], worker: int, workers: int, parent_pid: i
     return worker
 
 
+def _spare_task(parent_pid: int, outbox: Any) -> None:
+    """Hold a pool process that no task needs until the group stops (a :class:`Stop` on ``outbox``).
+
+    Ctrl-C reaches every process of the terminal's process group, and an idle loky
+    process dies of it; loky then kills the whole pool, the group's own tasks with it.
+    Held here, the process ignores SIGINT like the tasks do.
+    """
+    with parent_handles_sigint(parent_pid):
+        while True:
+            try:
+                if isinstance(outbox.get(timeout=1.0), Stop):
+                    return
+            except queue.Empty:
+                if not _alive(parent_pid):
+                    return
+            except Exception:  # the manager is gone with the parent's group
+                return
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 # ----------------------------------------------------------------------------- the parent's end
 class TaskGroup:
     """K long-lived joblib tasks (one per worker) and the queues to talk to them.
@@ -205,6 +234,7 @@ class TaskGroup:
         self.fn, self.kwargs, self.backend = fn, kwargs, backend
         self.n_jobs = max(2, len(kwargs)) if own_processes else len(kwargs)
         self.workers = len(kwargs)
+        self.spares: list[Any] = []  # order queues of held spare pool processes (see _spare_task)
         self.manager: SyncManager | None = None
         self.thread: threading.Thread | None = None
         self.failure: BaseException | None = None
@@ -239,6 +269,8 @@ class TaskGroup:
                 gc.unfreeze()
             self.inbox = self.manager.Queue()
             self.outboxes = [self.manager.Queue() for _ in range(self.workers)]
+            # own_processes: the pool's processes beyond the tasks' are held (see _spare_task)
+            self.spares = [self.manager.Queue() for _ in range(self.n_jobs - self.workers)]
         self.thread = threading.Thread(target=self._run, name="dqnlab-tasks", daemon=True)
         self.thread.start()
         return self
@@ -255,9 +287,10 @@ class TaskGroup:
                 if slots < self.workers:
                     raise RuntimeError(f"the joblib backend runs {slots} tasks at once; "
                                        f"this scheme needs all {self.workers} workers running together")
-                parallel(joblib.delayed(_task_main)(self.fn, k, self.workers, parent, self.inbox,
-                                                    self.outboxes[k], kw)
-                         for k, kw in enumerate(self.kwargs))
+                parallel([joblib.delayed(_task_main)(self.fn, k, self.workers, parent, self.inbox,
+                                                     self.outboxes[k], kw)
+                          for k, kw in enumerate(self.kwargs)]
+                         + [joblib.delayed(_spare_task)(parent, q) for q in self.spares])
         except BaseException as e:  # noqa: BLE001 - the parent reads it
             self.failure = e
             self.failure_tb = traceback.format_exc()
@@ -286,6 +319,11 @@ class TaskGroup:
         for k in range(self.workers):
             if k not in self.exited:
                 self.send(k, Stop())
+        for q in self.spares:
+            try:
+                q.put(Stop())
+            except Exception:  # the manager is gone
+                pass
 
     def __exit__(self, *exc: Any) -> None:
         self.close()

@@ -1,30 +1,28 @@
-"""``averaged``: one learner; K workers each step on their own minibatch, weights averaged.
+"""``averaged``: one learner; K workers each step on their own minibatch, models averaged.
 
 The user's fourth idea ("spin up entirely different processes that would each grab a
 different minibatch and train the input model on it, then return the weights ...
 average out the models"). The parent is the single DQN learner (its boards, its
-replay buffer). Each update, it draws K independent minibatches of ``B``
-transitions (uniform, with replacement) from its buffer and ships minibatch ``k`` to
-worker ``k``; every worker takes one optimiser step from a copy of the current
-online/target weights and optimiser state; the K results are averaged with equal
-weights, every update. That is one-step local SGD / FedAvg with one local step
-(Zinkevich et al. 2010; McMahan et al. 2017) on an effective minibatch of K x B.
-
-The number of updates per env step is serial's (``replay_ratio / batch_size``), so
-each env step is trained on K times as many samples: more learning per game, not
-faster games -- as the user expected ("does not improve per-episode training time").
+replay buffer). Each update it draws K independent minibatches of ``B`` transitions
+(uniform, with replacement, :func:`draw_minibatches`), one per worker; each worker takes
+one optimiser step on its own, and the K models are averaged with equal weights: local
+SGD / FedAvg (Zinkevich et al. 2010; McMahan et al. 2017) on an effective minibatch of
+K x B. The number of updates per env step is serial's (``replay_ratio / batch_size``), so
+each env step is trained on K times as many samples: more learning per game, not faster
+games -- as the user expected ("does not improve per-episode training time").
 
 Two ways to combine the workers (the ``comm`` option):
 
-* ``"allreduce"`` (default): the parent is rank 0 of a gloo process group and every
-  rank keeps its own copy of the model (:class:`Replica`): it steps on its own
-  minibatch, and every ``average_every`` updates an all-reduce averages the weights
-  (and, with ``average_moments``, Adam's moments). ``average_every = 1`` is the scheme
-  as the user described it; more is **local SGD** (Stich 2019, arXiv:1805.09767; Lin et
-  al. 2020, "Don't use large mini-batches, use local SGD"): less communication, at the
-  price of workers that drift apart between averages (the ``divergence`` recorded).
-* ``"joblib"``: a joblib round per update that ships the state out and the K new
-  weights and moments back, averaged every update.
+* ``"allreduce"`` (default): the parent is rank 0 of a gloo process group and every rank
+  keeps its own copy of the model (:class:`Replica`): it steps on its own minibatch, and
+  every ``average_every`` updates an all-reduce replaces every rank's weights by the mean
+  (with ``average_moments``, Adam's moments too; otherwise each rank keeps its own, as
+  local SGD does). ``average_every = 1`` is the scheme as the user described it; more is
+  **local SGD** (Stich 2019, arXiv:1805.09767; Lin et al. 2020, "Don't use large
+  mini-batches, use local SGD"): less communication, at the price of workers that drift
+  apart between averages (the ``divergence`` recorded before each average).
+* ``"joblib"``: a joblib round per update that ships the weights and optimiser state out
+  and the K new weights and moments back, averaged every update.
 """
 
 from __future__ import annotations

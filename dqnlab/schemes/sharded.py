@@ -1,36 +1,28 @@
-"""``sharded``: one learner; each minibatch is split across K workers, weights averaged.
+"""``sharded``: one learner; each minibatch is split across K workers and their steps combined.
 
 The user's third idea ("let each process have a [share] of the minibatch ... return
 their weights ... and then average the weights"). The parent is the single DQN
 learner: it acts on its ``n_envs`` boards and owns the replay buffer. For every
-update it samples one minibatch of ``B`` transitions, splits it into K shards
-(sizes differ by at most one), and each worker takes **one** optimiser step on its
-shard's mean TD loss, starting from a copy of the current online and target weights
-and optimiser state. The K resulting weight vectors (and Adam moments) are averaged,
-weighted by shard size, into the learner.
+update it samples one minibatch of ``B`` transitions and splits it into K shards
+(sizes differ by at most one, :func:`shard`), one per worker. The replay ratio,
+epsilon and target schedule are serial's: only where the gradient arithmetic happens
+changes. Two ways to combine the workers (the ``comm`` option):
 
-With plain SGD this is exactly one SGD step on the whole minibatch (synchronous
-data parallelism, as in the parameter servers of Gorila, Nair et al. 2015,
-arXiv:1507.04296, and in Zinkevich et al. 2010 with one local step). With Adam it is
-not: each worker normalises its own shard's gradient before the average, which
-adds noise, and the moments must travel too (3x the data of the weights alone).
-
-The replay ratio, epsilon and target schedule are serial's: only where the gradient
-arithmetic happens changes.
-
-Two ways to combine the workers (the ``comm`` option):
-
-* ``"allreduce"`` (default): data-parallel SGD as PyTorch DDP runs it (Li et al. 2020,
-  arXiv:2006.15704). The parent is rank 0 of a gloo process group and takes shard 0
-  itself; every rank holds a copy of the model (:class:`Replica`), computes the
-  gradient of its shard, an all-reduce sums the shard-weighted gradients, and every
-  rank takes the same optimiser step on the same gradient -- the weights stay identical
-  without being shipped, and with Adam too the step is exactly one step on the whole
-  minibatch. Per update only the minibatch (one broadcast) and the gradient (one
+* ``"allreduce"`` (default): synchronous data-parallel SGD as PyTorch DDP runs it (Li et
+  al. 2020, arXiv:2006.15704). The parent is rank 0 of a gloo process group and takes
+  shard 0 itself; every rank holds a copy of the model (:class:`Replica`), computes the
+  gradient of its shard's mean TD loss, an all-reduce sums the shard-weighted gradients,
+  and every rank takes the same optimiser step on the same gradient. The update is
+  exactly one step on the whole minibatch, Adam included, and the weights stay identical
+  without being shipped: per update only the shards (one scatter) and the gradient (one
   all-reduce) travel.
-* ``"joblib"``: a joblib round per update, as the user described it: the state goes
-  out, each worker steps on its shard, the K new weights (and Adam moments) come back
-  and are averaged. This costs a round trip of the whole state per update.
+* ``"joblib"``: a joblib round per update, as the user described it: the weights and
+  optimiser state go out, each worker takes one step on its shard, and the K new weights
+  (and Adam moments) come back and are averaged, weighted by shard size. With plain SGD
+  that is exactly one step on the whole minibatch (``sum_k (n_k/B)(w - lr g_k)``; the
+  parameter servers of Gorila, Nair et al. 2015, arXiv:1507.04296; Zinkevich et al. 2010
+  with one local step); with Adam it is not (each worker normalises its own shard's
+  gradient), and a round trip of the whole state costs more than the update.
 """
 
 from __future__ import annotations
@@ -107,7 +99,8 @@ class Replica(allreduce.Replica):
         self.compute_s += time.perf_counter() - t0
         coll.allreduce([flat] + [p.grad for p in params if p.grad.is_sparse])
         t0 = time.perf_counter()
-        torch._foreach_copy_(dense, [v.view_as(g) for v, g in zip(flat[:-2].split([g.numel() for g in dense]), dense)])
+        if dense:  # (an n-tuple network's gradients are all sparse)
+            torch._foreach_copy_(dense, [v.view_as(g) for v, g in zip(flat[:-2].split([g.numel() for g in dense]), dense)])
         loss, q_max = float(flat[-2]), float(flat[-1])
         # 3. the same clipped optimiser step at every rank (a non-finite loss: no step anywhere)
         allreduce.finite_or_raise(loss, agent.updates + 1)
