@@ -184,6 +184,26 @@ class Collectives:
             self.bytes_reduced += (t._values().nbytes + t._indices().nbytes) if t.is_sparse else t.nbytes
         self.comm_s += time.perf_counter() - t0
 
+    def allreduce_weighted(self, tensors: list[torch.Tensor], values: list[float], weight: float) -> list[float]:
+        """Replace each of ``tensors`` by the sum over ranks of ``weight`` x it, in place, and return
+        the same sums of ``values`` (floats carried along: a loss, a diagnostic).
+
+        The dense tensors and ``values`` travel as one flat float32 buffer (one all-reduce, as
+        DDP buckets gradients); sparse COO tensors (an n-tuple table's gradient rows) on their own.
+        """
+        dense = [t for t in tensors if not t.is_sparse]
+        sparse = [t for t in tensors if t.is_sparse]
+        flat = torch.cat([t.detach().reshape(-1) for t in dense]
+                         + [torch.tensor(values, dtype=torch.float32)]).mul_(weight)
+        for t in sparse:
+            t.mul_(weight)
+        self.allreduce([flat] + sparse)
+        if dense:
+            with torch.no_grad():
+                torch._foreach_copy_(dense, [v.view_as(t) for v, t in
+                                             zip(flat[:-len(values)].split([t.numel() for t in dense]), dense)])
+        return flat[-len(values):].tolist()
+
     def _recursive_doubling(self, t: torch.Tensor) -> None:
         """All-reduce (sum) of a dense tensor in a power-of-two group: in round ``i`` each rank
         swaps its partial sum with rank ``rank ^ 2**i`` and adds the partner's."""
@@ -231,6 +251,14 @@ class Replica:
     def __init__(self, agent: DQNAgent, coll: Collectives, options: dict[str, Any]):
         self.agent, self.coll, self.options = agent, coll, options
         self.compute_s = 0.0  # seconds of this rank's own update work (collectives excluded)
+
+    def step(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
+        """:meth:`update`, its time outside collectives added to this rank's ``compute`` seconds."""
+        t0, comm0 = time.perf_counter(), self.coll.comm_s
+        try:
+            self.update(batch, share, grad_norm)
+        finally:
+            self.compute_s += time.perf_counter() - t0 - (self.coll.comm_s - comm0)
 
     def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
         """One update of the scheme at this rank, from this rank's part of it (``sharded``: its
@@ -291,8 +319,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
     part = _Part(config.batch_size)
 
     def report(done: bool = False) -> None:
-        ch.send(Report(rank, done, [], 0, agent.updates, replica.timing(), coll.comm_s, {},
-                       {"bytes_reduced": coll.bytes_reduced, "bytes_scattered": coll.bytes_scattered}))
+        ch.send(Report(rank, done, [], 0, agent.updates, replica.timing(), coll.comm_s, {}, {}))
 
     coll.join(dist.TCPStore(host, port, workers, is_master=False,
                             timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)), prefix)
@@ -308,7 +335,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
                 continue
             check_fault(fault, rank, updates=update)
             try:
-                replica.update(unpack_minibatch(part.raw, n), float(part.share[0]), grad_norm=bool(grad_norm))
+                replica.step(unpack_minibatch(part.raw, n), float(part.share[0]), grad_norm=bool(grad_norm))
             except FloatingPointError:  # rank 0 has the same verdict and ends the run
                 pass
             if time.perf_counter() >= next_report:
@@ -367,7 +394,6 @@ class AllReduceGroup:
         self.gathered: tuple[int, list[dict[str, Any]]] | None = None  # (updates, every rank's state) last gathered
         self.latest: list[dict[str, float]] = [self.replica.timing()] + [
             dict(states[r]["timing"]) if states else {"compute": 0.0, "comm": 0.0} for r in range(1, workers)]
-        self.extra = [{"bytes_reduced": 0, "bytes_scattered": 0} for _ in range(workers)]
         self.parts = [_Part(agent.config.batch_size) for _ in range(workers)]
         self.tasks: TaskGroup | None = None
         self.store: Any = None  # the rendezvous TCPStore (rank 0 serves it) while the group is up
@@ -456,7 +482,7 @@ class AllReduceGroup:
             self._scatter(_STEP, self.replica.agent.updates, [len(b.actions) for b in parts], grad_norm)
         self.updates += 1
         try:
-            self.replica.update(parts[0], float(shares[0]), grad_norm)
+            self.replica.step(parts[0], float(shares[0]), grad_norm)
         except RuntimeError as e:  # gloo: a peer closed its connection, or a timeout
             raise self._failure(e) from e
 
@@ -527,7 +553,6 @@ class AllReduceGroup:
                     self.tasks.watch.add(msg.worker + 1, msg.pid)
             elif isinstance(msg, Report):
                 self.latest[msg.worker] = dict(msg.timing)
-                self.extra[msg.worker] = dict(msg.extra)
             else:
                 out.append(msg)
             msg = self.tasks.get(0.0)
@@ -568,7 +593,7 @@ class AllReduceGroup:
         return (self.coll.bytes_scattered + self.coll.bytes_reduced) / self.updates
 
 
-def finite_or_raise(value: float, update: int, where: str = "") -> None:
+def finite_or_raise(value: float, update: int) -> None:
     """Raise FloatingPointError for a non-finite TD loss (the message of :meth:`DQNAgent.step`)."""
     if not math.isfinite(value):
-        raise FloatingPointError(f"non-finite TD loss ({value}) at update {update}{where}")
+        raise FloatingPointError(f"non-finite TD loss ({value}) at update {update}")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,9 +77,7 @@ class Replica(allreduce.Replica):
         """One step on this rank's own minibatch ``batch``; every ``average_every`` updates, the
         average over ranks (each rank's model weighted by its ``share``: 1/K).
         """
-        t0 = time.perf_counter()
         agent, coll = self.agent, self.coll
-        comm0 = coll.comm_s
         # 1. one local DQN step on this rank's own minibatch (a non-finite loss: no step)
         loss = agent.compute_gradients(batch, agent.td_targets(batch))
         q_max = agent.diagnostics(grad_norm=False)["q_max_mean"]
@@ -96,31 +93,25 @@ class Replica(allreduce.Replica):
         if agent.config.target_update and agent.updates % agent.config.target_update == 0:
             agent.sync_target()
         agent.record_diagnostics({"loss": loss, "q_max_mean": q_max, **({"grad_norm": norm} if grad_norm else {})})
-        self.compute_s += time.perf_counter() - t0 - (coll.comm_s - comm0)
         allreduce.finite_or_raise(loss if finite else math.nan, agent.updates)
 
     def average(self, values: list[float], share: float) -> list[float]:
         """Replace this rank's weights (and moments) by the ``share``-weighted mean over ranks; return
-        the means of ``values``. Records the divergence first (rank 0's distance to the mean,
-        relative to the mean's norm)."""
+        the means of ``values``. Records the divergence (rank 0's distance to the mean, relative to
+        the mean's norm)."""
         agent = self.agent
         params = list(agent.online.parameters())
-        tensors = params + ([agent.optimizer.state[p][m] for p in params for m in ("exp_avg", "exp_avg_sq")
-                             if p in agent.optimizer.state]
-                            if self.options["average_moments"] and agent.config.optimizer == "adam" else [])
-        flat = torch.cat([t.detach().reshape(-1) for t in tensors] + [torch.tensor(values, dtype=torch.float32)])
-        self.coll.allreduce([flat.mul_(share)])
-        n = sum(p.numel() for p in params)
+        moments = ([agent.optimizer.state[p][m] for p in params for m in ("exp_avg", "exp_avg_sq")
+                    if p in agent.optimizer.state]
+                   if self.options["average_moments"] and agent.config.optimizer == "adam" else [])
         own = torch.cat([p.detach().reshape(-1) for p in params])
-        mean_norm = float(torch.linalg.vector_norm(flat[:n]))
-        d = float(torch.linalg.vector_norm(own - flat[:n]))
+        out = self.coll.allreduce_weighted(params + moments, values, share)
+        mean = torch.cat([p.detach().reshape(-1) for p in params])
+        mean_norm, d = float(torch.linalg.vector_norm(mean)), float(torch.linalg.vector_norm(own - mean))
         self.last_divergence = {"update": agent.updates, "divergence": d,
                                 "divergence_rel": d / mean_norm if mean_norm > 0 else 0.0}
-        with torch.no_grad():
-            torch._foreach_copy_(tensors, [v.view_as(t) for v, t in
-                                           zip(flat[:-len(values)].split([t.numel() for t in tensors]), tensors)])
         self.averages += 1
-        return flat[-len(values):].tolist()
+        return out
 
     def stats(self) -> dict[str, Any]:
         """``averages`` made and ``divergence``: the last one measured before each report

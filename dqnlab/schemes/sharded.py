@@ -28,13 +28,11 @@ changes. Two ways to combine the workers (the ``comm`` option):
 from __future__ import annotations
 
 from collections.abc import Callable
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-import torch
 
 from ..config import TrainConfig
 from ..options import SchemeOptions
@@ -84,24 +82,13 @@ class Replica(allreduce.Replica):
 
         ``batch``: this rank's shard; ``share``: its size over the minibatch's.
         """
-        t0 = time.perf_counter()
-        agent, coll = self.agent, self.coll
+        agent = self.agent
         # 1. the TD loss of this rank's shard and its gradient (the mean over the shard)
         loss = agent.compute_gradients(batch, agent.td_targets(batch))
         q_max = agent.diagnostics(grad_norm=False)["q_max_mean"]
         # 2. all-reduce: sum over ranks of share_k * (gradient_k, loss_k, q_k) = the whole minibatch's
-        params = [p for p in agent.online.parameters() if p.grad is not None]
-        dense = [p.grad for p in params if not p.grad.is_sparse]
-        for p in params:
-            if p.grad.is_sparse:  # an n-tuple table's rows: reduced as a sparse tensor
-                p.grad = p.grad * share
-        flat = torch.cat([g.reshape(-1) for g in dense] + [torch.tensor([loss, q_max])]).mul_(share)
-        self.compute_s += time.perf_counter() - t0
-        coll.allreduce([flat] + [p.grad for p in params if p.grad.is_sparse])
-        t0 = time.perf_counter()
-        if dense:  # (an n-tuple network's gradients are all sparse)
-            torch._foreach_copy_(dense, [v.view_as(g) for v, g in zip(flat[:-2].split([g.numel() for g in dense]), dense)])
-        loss, q_max = float(flat[-2]), float(flat[-1])
+        grads = [p.grad for p in agent.online.parameters() if p.grad is not None]
+        loss, q_max = self.coll.allreduce_weighted(grads, [loss, q_max], share)
         # 3. the same clipped optimiser step at every rank (a non-finite loss: no step anywhere)
         allreduce.finite_or_raise(loss, agent.updates + 1)
         norm = agent.diagnostics(grad_norm=True)["grad_norm"] if grad_norm else None
@@ -110,7 +97,6 @@ class Replica(allreduce.Replica):
         if agent.config.target_update and agent.updates % agent.config.target_update == 0:
             agent.sync_target()
         agent.record_diagnostics({"loss": loss, "q_max_mean": q_max, **({"grad_norm": norm} if grad_norm else {})})
-        self.compute_s += time.perf_counter() - t0
 
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
