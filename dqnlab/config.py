@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .options import check_fields, option
+from .options import check_fields, option, when
 
 __all__ = ["TrainConfig", "PRESETS", "family_preset", "NTUPLE_SETS", "resolve_tuples"]
 
@@ -26,6 +26,7 @@ _NETWORKS = ("mlp", "cnn", "ntuple")
 _OPTIMIZERS = ("adam", "sgd")
 _LOSSES = ("huber", "mse")
 _REWARD_TRANSFORMS = ("none", "log")
+_DEVICES = ("cpu", "cuda", "auto")
 
 
 def _parse_tuples(text: str) -> str | tuple[tuple[int, ...], ...]:
@@ -176,6 +177,28 @@ class TrainConfig:
     reward_transform: str = option(
         "none", "Reward fed to the learner: none (merge points) or log (sign(r) log2(1 + |r|)).",
         choices=_REWARD_TRANSFORMS)
+
+    # --- replay: prioritized, n-step -----------------------------------------
+    prioritized: bool = option(
+        False, "Prioritized replay (Schaul et al. 2016, proportional): sample transitions in proportion to "
+        "(|TD error| + priority_eps) ** priority_alpha, weight their loss by importance sampling.")
+    priority_alpha: float = option(0.6, "Prioritized replay: priority exponent (0 = uniform).", low=0, high=1,
+                                   applies=when("prioritized", True))
+    priority_beta: float = option(
+        0.4, "Prioritized replay: importance-sampling exponent at the start, annealed linearly to 1 over the "
+        "budget (env steps, or seconds without a step budget).", low=0, high=1, applies=when("prioritized", True))
+    priority_eps: float = option(1e-6, "Prioritized replay: added to |TD error| so that no priority is 0.",
+                                 low=0, low_open=True, applies=when("prioritized", True))
+    n_step: int = option(
+        1, "Env steps of each return: the target is r_t + ... + gamma^(n-1) r_(t+n-1) + gamma^n max Q(s_(t+n)) "
+        "(no bootstrap past a game over; a truncated game bootstraps from its last board).",
+        unit="env steps", low=1, high=255)
+
+    # --- device -------------------------------------------------------------
+    device: str = option(
+        "cpu", "Where the learner's networks and updates run: cpu, cuda, or auto (cuda when available). "
+        "Acting stays on the CPU, with a copy of the weights refreshed on the scheme's schedule.",
+        choices=_DEVICES)
 
     # --- exploration ------------------------------------------------------
     epsilon_start: float = option(1.0, "Epsilon of epsilon-greedy acting at the start.", low=0, high=1)

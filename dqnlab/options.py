@@ -355,13 +355,20 @@ def check_fields(obj: Any, prefix: str = "") -> None:
     Raises
     ------
     ValueError
-        For the first field not allowed: ``{prefix}{name} must be {allowed}, got {value!r}``.
+        For the first field not allowed: ``{prefix}{name} must be {allowed}, got {value!r}``; or
+        given a value other than its default where it does not apply: ``{prefix}{name} applies
+        only with ...``.
     """
-    for name, spec in specs(type(obj)).items():
+    declared = specs(type(obj))
+    for name, spec in declared.items():
         value = getattr(obj, name)
         normal = spec.validate(value, prefix)
         if normal is not value:
             object.__setattr__(obj, name, normal)
+    for name, spec in declared.items():
+        if spec.applies is not None and not spec.applies.holds(vars(obj)) and getattr(obj, name) != spec.default:
+            raise ValueError(f"{prefix}{name} applies only with {spec.applies.text()}, "
+                             f"not {spec.applies.name}={getattr(obj, spec.applies.name)!r}")
 
 
 def check_names(cls: type, names: Any, owner: str) -> None:
@@ -388,11 +395,6 @@ class SchemeOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        values = dataclasses.asdict(self)
-        for name, spec in specs(type(self)).items():
-            if spec.applies is not None and not spec.applies.holds(values) and values[name] != spec.default:
-                raise ValueError(f"{name} applies only with {spec.applies.text()}, "
-                                 f"not {spec.applies.name}={values[spec.applies.name]!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a dict, name -> value (as :attr:`dqnlab.RunResult.options` and

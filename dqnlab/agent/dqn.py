@@ -29,7 +29,7 @@ from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
 from ..replay import Minibatch
 from ..game.symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
 
-__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "transform_rewards", "afterstates", "N_EXPONENTS",
+__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "transform_rewards", "afterstates", "N_EXPONENTS",
            "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]
 
 #: What :meth:`DQNAgent.diagnostics` reports about the last update.
@@ -184,6 +184,18 @@ def epsilon_at(config: TrainConfig, env_steps: int, updates: int) -> float:
     return c.epsilon_start + frac * (c.epsilon_end - c.epsilon_start)
 
 
+def priority_beta_at(config: TrainConfig, env_steps: int, seconds: float) -> float:
+    """Importance-sampling exponent of prioritized replay after ``env_steps`` env steps and
+    ``seconds`` of wall time: linear from ``priority_beta`` to 1 over the budget (Schaul et al.
+    2016, section 3.4), the budget's fraction spent being the larger of ``env_steps /
+    total_env_steps`` and ``seconds / max_seconds`` (whichever budgets are set: the run ends at
+    the first one hit)."""
+    c = config
+    spent = max(env_steps / c.total_env_steps if c.total_env_steps else 0.0,
+                seconds / c.max_seconds if c.max_seconds else 0.0)
+    return c.priority_beta + min(1.0, spent) * (1.0 - c.priority_beta)
+
+
 def transform_rewards(config: TrainConfig, rewards: np.ndarray) -> np.ndarray:
     """Rewards as the learner sees them: ``(N,)`` float32 points -> ``(N,)`` float32.
 
@@ -275,6 +287,7 @@ class DQNAgent:
         self._last_values: torch.Tensor | None = None
         self._last_norm: torch.Tensor | None = None
         self._recorded = dict.fromkeys(UPDATE_DIAGNOSTICS, math.nan)
+        self._last_error: torch.Tensor | None = None  # (B,) Q(s, a) - y of the last gradient computed
 
     # ------------------------------------------------------------------ acting
     def q_values(self, boards: np.ndarray) -> np.ndarray:
@@ -345,8 +358,8 @@ class DQNAgent:
         g = self.rng.integers(0, 8, size=len(batch.actions))
         masks = np.empty_like(batch.next_masks)
         np.put_along_axis(masks, ACTION_PERMUTATIONS[g], batch.next_masks, axis=1)
-        return Minibatch(transform_boards(batch.boards, g), transform_actions(batch.actions, g), batch.rewards,
-                         transform_boards(batch.next_boards, g), batch.dones, masks)
+        return batch._replace(boards=transform_boards(batch.boards, g), actions=transform_actions(batch.actions, g),
+                              next_boards=transform_boards(batch.next_boards, g), next_masks=masks)
 
     def td_targets(self, batch: Minibatch, online_next: torch.Tensor | None = None) -> torch.Tensor:
         """``(B,)`` float32 bootstrapped targets.
@@ -362,6 +375,12 @@ class DQNAgent:
         online V with Double DQN, else by V_target). ``y = 0`` when the game ended (no
         legal move); a truncated game (``max_moves``) is not ended and bootstraps. With
         ``gamma = 1`` this is the TD(0) afterstate update of Szubert and Jaskowski (2014).
+
+        n-step transitions (``config.n_step > 1``, :class:`~dqnlab.replay.NStepReturns`): ``r`` is the
+        discounted sum of the ``steps`` rewards, ``s'`` the board ``steps`` moves later and ``gamma``
+        becomes ``gamma ** steps``; with afterstates the target of ``V(afterstate(s, a))`` is that
+        return less the move's own reward ``r(s, a)`` plus ``gamma ** steps (1 - done) max Q(s')``
+        (for one step, the target above).
 
         ``online_next``: ``(B, 4)`` online Q-values of ``s'`` if already computed (Double DQN).
         """
@@ -386,6 +405,10 @@ class DQNAgent:
                         else online_next
                 else:
                     chooser = q_next
+            if c.afterstate and c.n_step > 1 and batch.steps is not None:
+                # V(afterstate(s, a)) is Q(s, a) less the move's own reward: R - r_t + gamma^n max Q(s_(t+n))
+                _, points, _ = move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
+                rewards = torch.from_numpy(np.ascontiguousarray(batch.rewards) - transform_rewards(c, points))
             dead = dones  # bootstrap from s' unless the game ended (or s' has no legal move)
             if c.mask_illegal:
                 chooser = chooser.masked_fill(~next_masks, -torch.inf)
@@ -394,7 +417,10 @@ class DQNAgent:
                 v_next = q_next.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1)
             else:
                 v_next = q_next.amax(dim=1)  # the target net's value at its own argmax
-            return torch.where(dead, 0.0, v_next).mul_(c.gamma).add_(rewards)
+            y = torch.where(dead, 0.0, v_next)
+            if c.n_step > 1 and batch.steps is not None:  # an n-step transition bootstraps with gamma^steps
+                return y.mul_(torch.from_numpy(np.power(c.gamma, batch.steps, dtype=np.float32))).add_(rewards)
+            return y.mul_(c.gamma).add_(rewards)
 
     def _trained(self, batch: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
         """What the update trains: ``(B, 4, 4)`` uint8 boards and ``(B, 1)`` int64 output
@@ -406,7 +432,8 @@ class DQNAgent:
         return boards, actions.long()[:, None]
 
     def loss(self, batch: Minibatch, targets: torch.Tensor | None = None) -> torch.Tensor:
-        """The TD loss of the online network on ``batch`` (scalar tensor with grad).
+        """The TD loss of the online network on ``batch`` (scalar tensor with grad): the mean over
+        its transitions, each weighted by ``batch.weights`` when given (prioritized replay).
 
         ``targets``: ``(B,)`` float32 precomputed :meth:`td_targets` (e.g. by another
         process holding the same weights); computed here when None. Only ``boards``
@@ -414,13 +441,17 @@ class DQNAgent:
         """
         return self._loss(batch, targets)[0]
 
-    def _loss(self, batch: Minibatch, targets: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`loss` and the ``(B, outputs)`` online values it was computed from."""
+    def _loss(self, batch: Minibatch, targets: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor,
+                                                                               torch.Tensor]:
+        """:meth:`loss`, the ``(B, outputs)`` online values it was computed from and the ``(B,)`` TD errors."""
         boards, columns = self._trained(batch)
         values = self.online(boards)
         q = values.gather(1, columns).squeeze(1)
         y = self.td_targets(batch) if targets is None else targets
-        return (F.smooth_l1_loss(q, y) if self.config.loss == "huber" else F.mse_loss(q, y)), values
+        each = (F.smooth_l1_loss if self.config.loss == "huber" else F.mse_loss)(q, y, reduction="none")
+        if batch.weights is not None:
+            each = each * torch.from_numpy(np.ascontiguousarray(batch.weights))
+        return each.mean(), values, (q - y).detach()
 
     def compute_gradients(self, batch: Minibatch, targets: torch.Tensor | None = None) -> float:
         """Set the online net's gradients to those of the TD loss on ``batch``; return the loss.
@@ -454,7 +485,7 @@ class DQNAgent:
         if not hasattr(self.online, "backprop"):  # CNNetwork
             for p in self.online.parameters():
                 p.grad = None
-            value, values = self._loss(batch, targets)
+            value, values, self._last_error = self._loss(batch, targets)
             value.backward()
             self._last_loss, self._last_values = value.item(), values.detach()
             return self._last_loss
@@ -475,12 +506,20 @@ class DQNAgent:
             y = self.td_targets(batch) if targets is None else targets
             error = q.gather(1, columns).squeeze_(1).sub_(y)  # (B,) Q(s, a) - y
             if self.config.loss == "huber":  # smooth L1 with beta 1: d^2/2 inside [-1, 1], |d| - 1/2 outside
-                value = F.smooth_l1_loss(error, torch.zeros_like(error))
                 slope = error.clamp(-1.0, 1.0).div_(n)
             else:
-                value = error.square().mean()
-                slope = error.mul_(2.0 / n)
+                slope = error.mul(2.0 / n)
+            if batch.weights is None:
+                value = (F.smooth_l1_loss(error, torch.zeros_like(error)) if self.config.loss == "huber"
+                         else error.square().mean())
+            else:  # importance-sampling weights (prioritized replay) scale each transition's loss
+                w = torch.from_numpy(np.ascontiguousarray(batch.weights))
+                each = (F.smooth_l1_loss(error, torch.zeros_like(error), reduction="none")
+                        if self.config.loss == "huber" else error.square())
+                value = each.mul_(w).mean()
+                slope.mul_(w)
             grad = torch.zeros_like(q).scatter_(1, columns, slope[:, None])
+        self._last_error = error
         self.online.backprop(boards, inputs, grad)
         self._last_loss, self._last_values = float(value), q
         return self._last_loss
@@ -528,6 +567,19 @@ class DQNAgent:
                 norm = _grad_norm([p.grad for p in self._trained_parameters() if p.grad is not None])
             out["grad_norm"] = float(norm)
         return out
+
+    def td_errors(self) -> np.ndarray:
+        """``(B,)`` float32 ``|Q(s, a) - y|`` of the transitions of the last gradient computed by
+        :meth:`compute_gradients` (before its step): the new priorities of a prioritized sample.
+
+        Raises
+        ------
+        RuntimeError
+            Before any gradient was computed.
+        """
+        if self._last_error is None:
+            raise RuntimeError("td_errors: no gradient has been computed yet")
+        return self._last_error.abs().numpy()
 
     def record_diagnostics(self, values: Mapping[str, float]) -> None:
         """Make :meth:`diagnostics` report ``values`` (some of :data:`UPDATE_DIAGNOSTICS`; one left

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
+from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at, transform_rewards
 from ..config import TrainConfig
 from ..game import VecGame2048, legal_actions_batch
 from ..game.rules import legal_actions_unchecked
-from ..replay import ReplayBuffer
+from ..replay import NStepReturns, make_buffer, update_priorities
 from .loop import Progress, replay_ratio
 
 __all__ = ["Learner", "worker_seeds", "next_board_masks"]
@@ -47,6 +47,11 @@ def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:
 
 class Learner:
     """One DQN learner: its own ``n_envs`` boards, replay buffer and agent.
+
+    Transitions are made n-step (``config.n_step``, :class:`~dqnlab.replay.NStepReturns`) as the
+    boards are stepped; the buffer is prioritized when ``config.prioritized``
+    (:func:`~dqnlab.replay.make_buffer`): each update samples at the annealed
+    :func:`~dqnlab.agent.dqn.priority_beta_at` and gives the buffer its TD errors back.
 
     Parameters
     ----------
@@ -77,7 +82,8 @@ class Learner:
         env_seed, replay_seed, agent_seed = worker_seeds(config.seed, worker)
         self.env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
                                invalid_move_reward=config.invalid_move_reward)
-        self.buffer = ReplayBuffer(config.buffer_size, seed=replay_seed)
+        self.buffer = make_buffer(config, seed=replay_seed)
+        self.nstep = NStepReturns(config.n_step, config.gamma, config.n_envs)
         self.agent = DQNAgent(config, seed=agent_seed)
         self.boards = self.env.reset()
         self.masks = legal_actions_batch(self.boards)
@@ -95,6 +101,11 @@ class Learner:
         return epsilon_at(self.config, self.env_steps, self.agent.updates)
 
     @property
+    def priority_beta(self) -> float:
+        """Importance-sampling exponent now (prioritized replay; see :func:`~dqnlab.agent.dqn.priority_beta_at`)."""
+        return priority_beta_at(self.config, self.env_steps, time.perf_counter() - self.clock0)
+
+    @property
     def updates(self) -> int:
         return self.agent.updates
 
@@ -107,9 +118,8 @@ class Learner:
         actions = self.agent.act(self.boards, self.masks, self.epsilon)
         out = self.env.step(actions)
         done = out.terminated | out.truncated
-        next_masks = next_board_masks(out, done)
-        self.buffer.add_batch(self.boards, actions, transform_rewards(self.config, out.rewards),
-                              out.next_boards, out.terminated, next_masks)
+        self.buffer.add_batch(**self.nstep.push(self.boards, actions, transform_rewards(self.config, out.rewards),
+                                                out.next_boards, out.terminated, next_board_masks(out, done), done))
         self.boards, self.masks = out.boards, out.action_masks
         n = len(actions)
         self.env_steps += n
@@ -154,8 +164,12 @@ class Learner:
         if n <= 0:
             return 0
         t0 = time.perf_counter()
+        if self.config.prioritized:
+            self.buffer.beta = self.priority_beta
         for _ in range(n):
-            self.last_loss = self.agent.update(self.buffer.sample(self.config.batch_size))
+            batch = self.buffer.sample(self.config.batch_size)
+            self.last_loss = self.agent.update(batch)
+            update_priorities(self.buffer, batch, self.agent.td_errors)
         self._credit -= n
         self.timing["learning"] += time.perf_counter() - t0
         return n
@@ -186,7 +200,8 @@ class Learner:
         exploration stream), replay buffer, the games in progress, counters, episodes,
         timing and the owed-update credit (copies)."""
         return {"worker": self.worker, "agent": self._agent_state(), "buffer": self.buffer.state_dict(),
-                "env": self.env.state_dict(), "boards": self.boards.copy(), "masks": self.masks.copy(),
+                "env": self.env.state_dict(), "nstep": self.nstep.state_dict(), "boards": self.boards.copy(),
+                "masks": self.masks.copy(),
                 "env_steps": self.env_steps, "episodes": [dict(r) for r in self.episodes],
                 "timing": dict(self.timing), "last_loss": self.last_loss, "credit": self._credit}
 
@@ -203,6 +218,8 @@ class Learner:
         self._load_agent_state(state["agent"])
         self.buffer.load_state_dict(state["buffer"])
         self.env.load_state_dict(state["env"])
+        if "nstep" in state:  # (a checkpoint from before n-step returns has none: nothing pending)
+            self.nstep.load_state_dict(state["nstep"])
         self.boards = np.array(state["boards"], np.uint8)
         self.masks = np.array(state["masks"], bool)
         self.env_steps = int(state["env_steps"])
