@@ -157,6 +157,9 @@ def _parser() -> argparse.ArgumentParser:
                                                            "(default 10)")
     b.add_argument("--games", type=_positive_int, help="learning: greedy games per evaluation (default 1000)")
     b.add_argument("--seeds", help="learning: comma-separated training seeds (default 0)")
+    b.add_argument("--variants", help="learning: comma-separated config variants of each preset, each TrainConfig "
+                                      "FIELD=VALUE joined by '+' (a bool field alone: True; plain: the preset), e.g. "
+                                      "plain,prioritized,n_step=3,prioritized+n_step=3 (default plain)")
     b.add_argument("--figure", type=Path, metavar="PNG", help="learning: also save the curves there "
                                                               "(e.g. docs/learning.png)")
     b.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
@@ -175,6 +178,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-keras", action="store_true", help="peers: leave out the user's loop in Keras (slow)")
     b.add_argument("--compile", action="store_true",
                    help="learner: also time torch.compile-d networks (compiling takes tens of seconds)")
+    b.add_argument("--devices", default="cpu",
+                   help="learner: comma-separated learner devices whose updates/s to report (cpu, cuda, auto; "
+                        "default cpu)")
 
     r = sub.add_parser("reproduce", help="regenerate every notebook's final figure as OUT/<notebook>.png")
     r.add_argument("--out", type=Path, default=Path("figures"), help="directory of the PNGs (default figures/)")
@@ -433,6 +439,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
               + ("learning never started (" if achieved is None else
                  f"replay ratio {achieved:.2f} samples/env step since learning started (")
               + f"target {run.extra['replay_ratio']:g}, floor {run.extra['min_replay_ratio']:g})")
+    replay = run.extra.get("replay") or {}
+    if replay.get("prioritized"):  # the priorities' state at the end, and how much the sampling was corrected
+        print(f"prioritized replay: alpha {replay['alpha']:g}, beta {replay['beta']:.2f} now; priorities "
+              f"{replay['priority_min']:.3g}..{replay['priority_max']:.3g} (mean {replay['priority_mean']:.3g}); "
+              f"{replay['priority_updates']:,} re-prioritised, {replay['given_priorities']:,} from actors; "
+              f"mean importance weight {replay['is_weight_mean'] or float('nan'):.2f}")
     if s["episodes"]:
         print(f"training games: mean score {s['score_mean']:,.0f}, last 100 {s['score_mean_last100']:,.0f}, "
               f"best {s['score_max']:,}, largest tile {s['max_tile_max']:,}")
@@ -653,8 +665,8 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
 
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
             or args.no_keras or args.compile or args.threads != 1:
-        raise ValueError("bench learning takes --presets, --schemes, --workers, --minutes, --games, --seeds, "
-                         "--lock/--no-lock, --write, --figure and --json")
+        raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
+                         "--seeds, --lock/--no-lock, --write, --figure and --json")
     from .config import PRESETS
 
     presets = _csv(args.presets, "default,cnn,mlp-afterstate,mlp")
@@ -670,7 +682,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     options = {"shared": {"lock": args.lock}} if args.lock is not None else None
     res = bench_learning(presets, schemes, _int_list(args.workers, "1,2", "--workers"),
                          minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds, options=options,
-                         progress=not args.json)
+                         progress=not args.json, variants=_csv(args.variants, "plain"))
     command = "python -m dqnlab bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else ["learning"])
     if args.figure is not None:
         import matplotlib
@@ -684,7 +696,8 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res, indent=2))
     else:
-        _print_table([{k: r[k] for k in ("preset", "scheme", "options", "workers", "seed", "minutes", "env_steps",
+        _print_table([{k: r[k] for k in ("preset", "variant", "scheme", "options", "workers", "seed", "minutes",
+                                        "env_steps",
                                         "score_mean", "reach_1024", "reach_2048", "reach_4096")}
                       for r in res["rows"]])
         print()
@@ -707,7 +720,8 @@ def _cmd_bench_peers_learner(args: argparse.Namespace) -> int:
         text = bench.peers_markdown(res, command)
     else:
         quick = dict(presets=("mlp",), rounds=3, min_time=0.05, matmul_n=1024) if args.quick else {}
-        res = bench.bench_learner(threads=args.threads, compile=args.compile, **quick)
+        devices = tuple(d.strip() for d in args.devices.split(",") if d.strip())
+        res = bench.bench_learner(threads=args.threads, compile=args.compile, devices=devices, **quick)
         text = bench.learner_markdown(res, command)
     print(json.dumps(res, indent=2, default=str) if args.json else text)
     if args.write is not None:

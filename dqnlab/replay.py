@@ -407,14 +407,20 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def __init__(self, capacity: int, alpha: float = 0.6, eps: float = 1e-6,
                  seed: int | np.random.Generator | None = None, tree: SumTree | None = None):
         super().__init__(capacity, seed)
+        self._init_priorities(alpha, eps, SumTree(self.capacity) if tree is None else tree)
+
+    def _init_priorities(self, alpha: float, eps: float, tree: SumTree) -> None:
+        """Check ``alpha`` and ``eps``; priorities over ``tree``, counters at 0. (A buffer keeping its
+        transitions elsewhere, ``dqnlab.parallel.shm.SharedPrioritizedReplay``, calls it instead of ``__init__``.)"""
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
         if not eps > 0.0:
             raise ValueError(f"eps must be > 0, got {eps!r}")
         self.alpha, self.eps, self.beta = float(alpha), float(eps), 1.0
-        self.tree = SumTree(self.capacity) if tree is None else tree
+        self.tree = tree
         self.max_priority = 1.0  # the largest p_i set so far (new transitions without priorities get it)
         self.priority_updates = 0  # transitions whose priority was updated after an update
+        self.given_priorities = 0  # transitions added with priorities of their own (an actor's TD errors)
         self.weights_sum, self.weights_n = 0.0, 0  # importance weights drawn so far (their mean)
 
     def priorities(self, td_errors: np.ndarray) -> np.ndarray:
@@ -444,7 +450,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if td_errors is None:
             self.tree.set(idx, self.max_priority)
         else:
-            p = p[-self.capacity:]
+            self.given_priorities += n
+            p = p[n - (idx.stop - idx.start if isinstance(idx, slice) else len(idx)):]  # the slots written
             self.tree.set(idx, p)
             self.max_priority = max(self.max_priority, float(p.max(initial=0.0)))
         return idx
@@ -459,7 +466,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             If the buffer is empty or ``batch_size`` is not an integer >= 1.
         """
         self._check_sample(batch_size)
-        idx = self.tree.sample(batch_size, self.rng, high=self.size)
+        idx = self._draw(batch_size)
         weights = importance_weights(self.tree[idx] / self.tree.total, self.size, self.beta)
         self.weights_sum += float(weights.sum(dtype=np.float64))
         self.weights_n += len(weights)
@@ -478,8 +485,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if np.shape(td_errors) != indices.shape or indices.ndim != 1:
             raise ValueError(f"indices and td_errors must be two (B,) arrays, got shapes {indices.shape} "
                              f"and {np.shape(td_errors)}")
-        if indices.size and (indices.min() < 0 or indices.max() >= self.size):
-            raise ValueError(f"indices must be slots in 0..{self.size - 1}, got {indices.min()}..{indices.max()}")
+        self._check_slots(indices)
         p = self.priorities(td_errors)
         self.tree.set(indices, p)
         self.max_priority = max(self.max_priority, float(p.max(initial=0.0)))
@@ -488,21 +494,38 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def statistics(self) -> dict[str, Any]:
         """:meth:`ReplayBuffer.statistics` and the priorities': ``alpha``, ``beta`` (now),
         ``priority_mean``/``priority_min``/``priority_max`` (of ``p_i`` over the transitions held),
-        ``max_priority`` (the largest ever set), ``priority_updates`` (transitions re-prioritised)
-        and ``is_weight_mean`` (mean importance weight of all samples drawn)."""
-        p = self.tree[: self.size]
+        ``max_priority`` (the largest ever set), ``priority_updates`` (transitions re-prioritised
+        after updates), ``given_priorities`` (transitions added with priorities of their own: an
+        actor's TD errors) and ``is_weight_mean`` (mean importance weight of all samples drawn)."""
+        p = self._held_priorities()
         return {**super().statistics(), "prioritized": True, "alpha": self.alpha, "beta": self.beta,
-                "priority_mean": float(p.mean()) if self.size else None,
-                "priority_min": float(p.min()) if self.size else None,
-                "priority_max": float(p.max()) if self.size else None,
+                "priority_mean": float(p.mean()) if p.size else None,
+                "priority_min": float(p.min()) if p.size else None,
+                "priority_max": float(p.max()) if p.size else None,
                 "max_priority": self.max_priority, "priority_updates": self.priority_updates,
+                "given_priorities": self.given_priorities,
                 "is_weight_mean": self.weights_sum / self.weights_n if self.weights_n else None}
+
+    # Where the transitions are: slots 0..size-1 here; a buffer laid out otherwise (in segments,
+    # ``dqnlab.parallel.shm.SharedPrioritizedReplay``) redefines these three.
+    def _draw(self, batch_size: int) -> np.ndarray:
+        """``(B,)`` int64 slots drawn with probability ``P(i)`` (stratified), each holding a transition."""
+        return self.tree.sample(batch_size, self.rng, high=self.size)
+
+    def _check_slots(self, indices: np.ndarray) -> None:
+        """Raise ValueError unless each of ``indices`` (``(B,)`` int64) is a slot holding a transition."""
+        if indices.size and (indices.min() < 0 or indices.max() >= self.size):
+            raise ValueError(f"indices must be slots in 0..{self.size - 1}, got {indices.min()}..{indices.max()}")
+
+    def _held_priorities(self) -> np.ndarray:
+        """``(size,)`` float64 priorities of the transitions held."""
+        return self.tree[: self.size]
 
     def state_dict(self) -> dict[str, Any]:
         """:meth:`ReplayBuffer.state_dict` with the priorities of the transitions held and the counters."""
         return {**super().state_dict(), "priorities": self.tree[: self.size].copy(),
                 "max_priority": self.max_priority, "beta": self.beta, "priority_updates": self.priority_updates,
-                "weights_sum": self.weights_sum, "weights_n": self.weights_n}
+                "given_priorities": self.given_priorities, "weights_sum": self.weights_sum, "weights_n": self.weights_n}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (the sum tree is rebuilt from the priorities).
@@ -523,7 +546,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.tree.tree[:] = 0.0
         self.tree.set(np.arange(self.size), priorities)
         self.max_priority, self.beta = float(state["max_priority"]), float(state["beta"])
-        self.priority_updates = int(state["priority_updates"])
+        self.priority_updates, self.given_priorities = int(state["priority_updates"]), int(state["given_priorities"])
         self.weights_sum, self.weights_n = float(state["weights_sum"]), int(state["weights_n"])
 
 

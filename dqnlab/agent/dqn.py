@@ -29,7 +29,7 @@ from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
 from ..replay import Minibatch
 from ..game.symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
 
-__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "transform_rewards", "afterstates", "N_EXPONENTS",
+__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "resolve_device", "transform_rewards", "afterstates", "N_EXPONENTS",
            "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]
 
 #: What :meth:`DQNAgent.diagnostics` reports about the last update.
@@ -99,7 +99,7 @@ def _sparse_sgd_step(groups: list[dict[str, Any]]) -> bool:
                     continue
                 rows, values = grad._indices()[0], grad._values()
                 width = values[0].numel() if len(values) else 1
-                flat = rows if width == 1 else (rows[:, None] * width + torch.arange(width)).reshape(-1)
+                flat = rows if width == 1 else (rows[:, None] * width + torch.arange(width, device=rows.device)).reshape(-1)
                 p.view(-1).index_add_(0, flat, values.reshape(-1), alpha=-g["lr"])
     return True
 
@@ -168,6 +168,27 @@ def _can_flush_denormals() -> bool:
 
 
 _FLUSH_DENORMAL = _can_flush_denormals()
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device of a ``TrainConfig.device`` value: ``"cpu"``; ``"cuda"`` (the current GPU);
+    ``"auto"``: ``"cuda"`` when PyTorch sees a GPU, else ``"cpu"``.
+
+    Raises
+    ------
+    ValueError
+        For ``"cuda"`` on a machine where ``torch.cuda.is_available()`` is False, or another name.
+    """
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but PyTorch sees no CUDA GPU here (torch.cuda.is_available() "
+                         f"is False; this PyTorch {torch.__version__} was built "
+                         f"{'with CUDA ' + torch.version.cuda if torch.version.cuda else 'for the CPU only'}): "
+                         "use device='cpu', or 'auto' to take a GPU when there is one")
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"device must be one of ['cpu', 'cuda', 'auto'], got {name!r}")
+    return torch.device(name)
 
 
 def epsilon_at(config: TrainConfig, env_steps: int, updates: int) -> float:
@@ -241,11 +262,27 @@ class DQNAgent:
         Network, optimiser, loss, discount, afterstate and target-sync settings are read from it.
     seed : int
         Seeds the network initialisation and the exploration randomness.
+    device : str or torch.device
+        Where the online and target networks, the optimiser and the update run (``"cpu"``,
+        ``"cuda"``, ``"auto"``: see :func:`resolve_device`); the networks are initialised on
+        the CPU, so a seed gives the same weights on every device. The schemes pass
+        ``config.device`` to their learner's agent; actors and acting copies stay on the CPU.
+
+    Raises
+    ------
+    ValueError
+        For ``device="cuda"`` on a machine without a CUDA GPU.
 
     Attributes
     ----------
     updates : int
         Updates done so far.
+    acting : torch.nn.Module
+        The network :meth:`act` and :meth:`q_values` use: the online network itself on the
+        CPU; on another device, a CPU copy refreshed by :meth:`refresh_acting` (acting is a
+        small batch per step, cheaper on the CPU than a round trip to a GPU).
+    device : torch.device
+        The learner's.
     online, target : torch.nn.Module
         Networks from :func:`dqnlab.agent.networks.make_network`: 4 outputs (Q-values), or 1
         (an afterstate value) with ``config.afterstate``. With ``target_update == 1`` the
@@ -262,17 +299,23 @@ class DQNAgent:
     2018, section 6.8; Szubert and Jaskowski 2014). See :meth:`td_targets`.
     """
 
-    def __init__(self, config: TrainConfig, seed: int = 0):
+    def __init__(self, config: TrainConfig, seed: int = 0, device: str | torch.device = "cpu"):
         self.config = config
+        self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
         self.rng = np.random.default_rng(seed)
         outputs = 1 if config.afterstate else 4
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            self.online = make_network(config, outputs)
+            self.online = make_network(config, outputs)  # initialised on the CPU: the same weights on any device
+        self.acting = self.online
+        if self.device.type != "cpu":
+            self.acting = make_network(config, outputs).requires_grad_(False)
+            self.acting.load_state_dict(self.online.state_dict())
+            self.online.to(self.device)
         if config.target_update == 1:
             self.target = self.online
         else:
-            self.target = make_network(config, outputs)
+            self.target = make_network(config, outputs).to(self.device)
             self.target.load_state_dict(self.online.state_dict())
             self.target.requires_grad_(False)
         if config.optimizer == "sgd":
@@ -298,20 +341,33 @@ class DQNAgent:
         """
         with torch.no_grad():
             if not self.config.afterstate:
-                return self.online(torch.from_numpy(np.ascontiguousarray(boards))).numpy()
-            return self._afterstate_q(boards, self.online)[0].numpy()
+                return self.acting(torch.from_numpy(np.ascontiguousarray(boards))).numpy()
+            return self._afterstate_q(boards, self.acting)[0].numpy()
+
+    def refresh_acting(self) -> None:
+        """Copy the online weights into the CPU network that acts (:attr:`acting`), when the learner
+        is on another device; the schemes call it on their schedule (``serial``: after each act
+        step's updates). Nothing to do on the CPU, where the online network acts itself."""
+        if self.acting is not self.online:
+            self.acting.load_state_dict(self.online.state_dict())
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        """``x`` as a tensor on the learner's device (the same memory on the CPU)."""
+        t = torch.from_numpy(np.ascontiguousarray(x))
+        return t if self.device.type == "cpu" else t.to(self.device, non_blocking=True)
 
     def _afterstate_q(self, boards: np.ndarray, *nets: torch.nn.Module) -> list[torch.Tensor]:
         """For each of ``nets``: ``(N, 4)`` float32 ``r + V_net(afterstate)`` over the legal
         moves of ``boards``, ``-inf`` elsewhere; only legal afterstates are evaluated. The
         last item is the ``(N, 4)`` bool legal moves."""
-        after, rewards, legal = afterstates(self.config, boards)
-        legal = torch.from_numpy(legal)
-        after_t = torch.from_numpy(after.reshape(-1, 4, 4)[legal.reshape(-1).numpy()])
-        r = torch.from_numpy(rewards)[legal]
+        after, rewards, legal_np = afterstates(self.config, boards)
+        device = next(nets[0].parameters()).device  # (the CPU's acting network, or the learner's device)
+        legal = torch.from_numpy(legal_np).to(device)
+        after_t = torch.from_numpy(after.reshape(-1, 4, 4)[legal_np.reshape(-1)]).to(device)
+        r = torch.from_numpy(rewards).to(device)[legal]
         out = []
         for net in nets:
-            q = torch.full(legal.shape, -torch.inf)
+            q = torch.full(legal.shape, -torch.inf, device=device)
             if len(after_t):
                 q[legal] = net(after_t)[:, 0] + r
             out.append(q)
@@ -385,8 +441,7 @@ class DQNAgent:
         ``online_next``: ``(B, 4)`` online Q-values of ``s'`` if already computed (Double DQN).
         """
         c = self.config
-        rewards, dones = (torch.from_numpy(np.ascontiguousarray(x)) for x in (batch.rewards, batch.dones))
-        next_masks = torch.from_numpy(np.ascontiguousarray(batch.next_masks))
+        rewards, dones, next_masks = (self._tensor(x) for x in (batch.rewards, batch.dones, batch.next_masks))
         separate = self.target is not self.online
         with torch.no_grad():
             if c.afterstate:  # r' + V(afterstate') of the legal moves of s', -inf for the others
@@ -398,7 +453,7 @@ class DQNAgent:
                 # read during a write, scheme `shared`, may pair a board with another's mask; a NaN value
                 # of a legal move stays in the target, so that the loss reports it)
             else:
-                next_boards = torch.from_numpy(np.ascontiguousarray(batch.next_boards))
+                next_boards = self._tensor(batch.next_boards)
                 q_next = self.target(next_boards)
                 if c.double_dqn:
                     chooser = (self.online(next_boards) if separate else q_next) if online_next is None \
@@ -408,7 +463,7 @@ class DQNAgent:
             if c.afterstate and c.n_step > 1 and batch.steps is not None:
                 # V(afterstate(s, a)) is Q(s, a) less the move's own reward: R - r_t + gamma^n max Q(s_(t+n))
                 _, points, _ = move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
-                rewards = torch.from_numpy(np.ascontiguousarray(batch.rewards) - transform_rewards(c, points))
+                rewards = self._tensor(batch.rewards - transform_rewards(c, points))
             dead = dones  # bootstrap from s' unless the game ended (or s' has no legal move)
             if c.mask_illegal:
                 chooser = chooser.masked_fill(~next_masks, -torch.inf)
@@ -419,7 +474,7 @@ class DQNAgent:
                 v_next = q_next.amax(dim=1)  # the target net's value at its own argmax
             y = torch.where(dead, 0.0, v_next)
             if c.n_step > 1 and batch.steps is not None:  # an n-step transition bootstraps with gamma^steps
-                return y.mul_(torch.from_numpy(np.power(c.gamma, batch.steps, dtype=np.float32))).add_(rewards)
+                return y.mul_(self._tensor(np.power(c.gamma, batch.steps, dtype=np.float32))).add_(rewards)
             return y.mul_(c.gamma).add_(rewards)
 
     def _trained(self, batch: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -427,8 +482,8 @@ class DQNAgent:
         columns -- ``s`` and ``a`` for Q-values, ``afterstate(s, a)`` and column 0 for V."""
         if self.config.afterstate:
             after, _, _ = move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
-            return torch.from_numpy(after), torch.zeros((len(after), 1), dtype=torch.int64)
-        boards, actions = (torch.from_numpy(np.ascontiguousarray(x)) for x in batch[:2])
+            return self._tensor(after), torch.zeros((len(after), 1), dtype=torch.int64, device=self.device)
+        boards, actions = (self._tensor(x) for x in batch[:2])
         return boards, actions.long()[:, None]
 
     def loss(self, batch: Minibatch, targets: torch.Tensor | None = None) -> torch.Tensor:
@@ -450,7 +505,7 @@ class DQNAgent:
         y = self.td_targets(batch) if targets is None else targets
         each = (F.smooth_l1_loss if self.config.loss == "huber" else F.mse_loss)(q, y, reduction="none")
         if batch.weights is not None:
-            each = each * torch.from_numpy(np.ascontiguousarray(batch.weights))
+            each = each * self._tensor(batch.weights)
         return each.mean(), values, (q - y).detach()
 
     def compute_gradients(self, batch: Minibatch, targets: torch.Tensor | None = None) -> float:
@@ -497,7 +552,7 @@ class DQNAgent:
                     and self.target is not self.online:
                 # one online pass over [s; s']: Q(s) to train, Q(s') to choose a* (the activations
                 # of the first B rows are those of s, contiguous views)
-                both = torch.cat((boards, torch.from_numpy(np.ascontiguousarray(batch.next_boards))))
+                both = torch.cat((boards, self._tensor(batch.next_boards)))
                 q = self.online._forward(both, inputs)
                 inputs = [None if x is None else x[:n] for x in inputs]
                 q, targets = q[:n], self.td_targets(batch, online_next=q[n:])
@@ -513,7 +568,7 @@ class DQNAgent:
                 value = (F.smooth_l1_loss(error, torch.zeros_like(error)) if self.config.loss == "huber"
                          else error.square().mean())
             else:  # importance-sampling weights (prioritized replay) scale each transition's loss
-                w = torch.from_numpy(np.ascontiguousarray(batch.weights))
+                w = self._tensor(batch.weights)
                 each = (F.smooth_l1_loss(error, torch.zeros_like(error), reduction="none")
                         if self.config.loss == "huber" else error.square())
                 value = each.mul_(w).mean()
@@ -568,18 +623,28 @@ class DQNAgent:
             out["grad_norm"] = float(norm)
         return out
 
-    def td_errors(self) -> np.ndarray:
-        """``(B,)`` float32 ``|Q(s, a) - y|`` of the transitions of the last gradient computed by
-        :meth:`compute_gradients` (before its step): the new priorities of a prioritized sample.
+    def td_errors(self, batch: Minibatch | None = None) -> np.ndarray:
+        """``(B,)`` float32 TD errors ``|Q(s, a) - y|`` (:meth:`td_targets`; with afterstates, of the
+        trained value ``V(afterstate(s, a))``).
+
+        Without ``batch``: those of the last gradient computed by :meth:`compute_gradients` (before
+        its step), the new priorities of a prioritized sample. With ``batch``: computed now by the
+        current networks, without a gradient -- the initial priorities an Ape-X actor computes
+        with its copy of the weights (Horgan et al. 2018).
 
         Raises
         ------
         RuntimeError
-            Before any gradient was computed.
+            Without ``batch``, before any gradient was computed.
         """
+        if batch is not None:
+            with torch.no_grad():
+                boards, columns = self._trained(batch)
+                q = self.online(boards).gather(1, columns).squeeze(1)
+                return (q - self.td_targets(batch)).abs_().cpu().numpy()
         if self._last_error is None:
             raise RuntimeError("td_errors: no gradient has been computed yet")
-        return self._last_error.abs().numpy()
+        return self._last_error.abs().cpu().numpy()
 
     def record_diagnostics(self, values: Mapping[str, float]) -> None:
         """Make :meth:`diagnostics` report ``values`` (some of :data:`UPDATE_DIAGNOSTICS`; one left
@@ -685,8 +750,8 @@ class DQNAgent:
         losses = []
         gamma = self.config.gamma
         for i in range(len(batch.actions)):
-            s = torch.from_numpy(batch.boards[i : i + 1])
-            s2 = torch.from_numpy(batch.next_boards[i : i + 1])
+            s = self._tensor(batch.boards[i : i + 1])
+            s2 = self._tensor(batch.next_boards[i : i + 1])
             with torch.no_grad():
                 target = float(batch.rewards[i])
                 if not batch.dones[i]:
@@ -711,6 +776,8 @@ class DQNAgent:
     # ----------------------------------------------------------------- weights
     def get_weights(self) -> dict[str, np.ndarray]:
         """The online network's parameters as float32 NumPy arrays (copies), by name."""
+        if self.device.type != "cpu":
+            return {k: v.detach().cpu().numpy() for k, v in self.online.state_dict().items()}
         return {k: v.detach().numpy().copy() for k, v in self.online.state_dict().items()}
 
     def set_weights(self, weights: dict[str, np.ndarray], target: bool = False) -> None:
@@ -725,6 +792,7 @@ class DQNAgent:
         if set(weights) != set(own) or any(np.shape(weights[k]) != tuple(own[k].shape) for k in own):
             raise ValueError("weights do not match this network's parameter names and shapes")
         self.online.load_state_dict({k: torch.from_numpy(np.require(v, np.float32, 'W')) for k, v in weights.items()})
+        self.refresh_acting()
         if target:
             self.sync_target()
 
@@ -741,6 +809,7 @@ class DQNAgent:
         self.online.load_state_dict(state["online"])
         if self.target is not self.online:
             self.target.load_state_dict(state["online"] if state["target"] is None else state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])  # (moves the saved moments to the parameters' device)
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
+        self.refresh_acting()

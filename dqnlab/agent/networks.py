@@ -51,18 +51,19 @@ EMBEDDING_MIN_BATCH = 128
 
 def _one_hot_columns(boards: torch.Tensor) -> torch.Tensor:
     """``(N, 4, 4)`` uint8 exponents -> ``(N, 16)`` int64 columns ``cell * 18 + exponent``."""
-    return boards.reshape(len(boards), N_CELLS).long() + _ONEHOT_OFFSETS
+    return boards.reshape(len(boards), N_CELLS).long() + _ONEHOT_OFFSETS.to(boards.device)
 
 
 def _one_hot(boards: torch.Tensor) -> torch.Tensor:
     """``(N, 4, 4)`` uint8 exponents -> ``(N, 288)`` float32 one-hot rows (16 ones each):
     each cell's row of the 18 x 18 identity, gathered in one ``index_select``."""
-    return _IDENTITY.index_select(0, boards.reshape(-1).long()).reshape(len(boards), N_CELLS * N_EXPONENTS)
+    return _IDENTITY.to(boards.device).index_select(0, boards.reshape(-1).long()).reshape(len(boards),
+                                                                                        N_CELLS * N_EXPONENTS)
 
 
 def _raw(boards: torch.Tensor) -> torch.Tensor:
     """``(N, 4, 4)`` uint8 exponents -> ``(N, 16)`` float32 tile values (0 for empty)."""
-    return torch.take(_RAW_VALUES, boards.reshape(len(boards), N_CELLS).long())
+    return torch.take(_RAW_VALUES.to(boards.device), boards.reshape(len(boards), N_CELLS).long())
 
 
 class _OneHotLinear(torch.autograd.Function):
@@ -82,7 +83,9 @@ class _OneHotLinear(torch.autograd.Function):
         ctx.n_inputs = weight.shape[1]
         # the rows of the embedding are the weight's columns; NumPy copies the transpose
         # about twice as fast as Tensor.contiguous() on CPU (python -m dqnlab bench learner)
-        rows = torch.from_numpy(np.ascontiguousarray(weight.detach().numpy().T))
+        # (on a GPU: Tensor.contiguous())
+        rows = (torch.from_numpy(np.ascontiguousarray(weight.detach().numpy().T)) if weight.device.type == "cpu"
+                else weight.detach().t().contiguous())
         return F.embedding_bag(columns, rows, mode="sum").add_(bias)
 
     @staticmethod
@@ -200,7 +203,8 @@ class QNetwork(nn.Module):
 def _one_hot_planes(boards: torch.Tensor) -> torch.Tensor:
     """``(N, 4, 4)`` uint8 exponents -> ``(N, 18, 4, 4)`` float32 one-hot tile planes."""
     n = len(boards)
-    return _IDENTITY.index_select(0, boards.reshape(-1).long()).reshape(n, 4, 4, N_EXPONENTS).permute(0, 3, 1, 2)
+    return (_IDENTITY.to(boards.device).index_select(0, boards.reshape(-1).long())
+            .reshape(n, 4, 4, N_EXPONENTS).permute(0, 3, 1, 2))
 
 
 class CNNetwork(nn.Module):
@@ -338,8 +342,8 @@ class NTupleNetwork(nn.Module):
         if self.outputs == 1:
             values = grad.reshape(n, 1).expand(n, p).reshape(n * p, 1)
         else:  # row p's column columns[p, a] gets grad[:, a]
-            values = torch.zeros(n, p, self.outputs).scatter_(2, self.columns.expand(n, -1, -1),
-                                                               grad[:, None, :].expand(n, p, self.outputs))
+            values = grad.new_zeros(n, p, self.outputs).scatter_(2, self.columns.expand(n, -1, -1),
+                                                                 grad[:, None, :].expand(n, p, self.outputs))
             values = values.reshape(n * p, self.outputs)
         self.weight.grad = torch.sparse_coo_tensor(idx.reshape(1, -1), values, self.weight.shape,
                                                    check_invariants=False)

@@ -22,7 +22,7 @@ from .report import machine_info, md_machine, md_table
 from .timing import interleaved_times, median_time, work_clock
 from .update import agent_and_buffer, mlp_preset
 
-__all__ = ["update_flops", "matmul_gflops", "PlainUpdate", "bench_learner", "learner_markdown"]
+__all__ = ["update_flops", "matmul_gflops", "PlainUpdate", "bench_learner", "learner_markdown", "device_updates"]
 
 
 def update_flops(config: TrainConfig, batch_size: int | None = None) -> dict[str, int]:
@@ -106,7 +106,7 @@ class PlainUpdate:
 
         c = self.config
         boards, actions, rewards, next_boards, dones, next_masks = (
-            torch.from_numpy(np.ascontiguousarray(x)) for x in batch)
+            torch.from_numpy(np.ascontiguousarray(x)) for x in batch[:6])
         if not c.mask_illegal:
             next_masks = torch.ones_like(next_masks)
         with torch.no_grad():
@@ -264,9 +264,49 @@ def _compiled_update(config: TrainConfig, batch: Minibatch, seed: int) -> tuple[
     return agent, time.perf_counter() - t0
 
 
+def device_updates(config: TrainConfig, buffer: ReplayBuffer, devices: Sequence[str], rounds: int, min_time: float,
+                   seed: int = 0) -> list[dict[str, Any]]:
+    """Updates per second of the learner on each of ``devices`` (``TrainConfig.device`` values).
+
+    Each device's agent takes :meth:`DQNAgent.update` on a fresh :meth:`ReplayBuffer.sample`
+    (sampled on the CPU, copied to the device), the devices in alternation
+    (:func:`interleaved_times`, wall-clock time: a GPU's work is not the process's CPU time);
+    a GPU update waits for the device (``torch.cuda.synchronize``) before the clock reads.
+
+    Returns
+    -------
+    list of dict
+        One row per device: ``device`` (resolved, e.g. ``cuda:0``), ``batch_size``,
+        ``ms_per_update``, ``updates_per_s``.
+
+    Raises
+    ------
+    ValueError
+        For a device that is not ``cpu``, ``cuda`` or ``auto``, or ``cuda`` without a GPU.
+    """
+    import torch
+
+    fns: dict[str, Callable[[], Any]] = {}
+    for name in devices:
+        agent = DQNAgent(config, seed=seed, device=name)
+        wait = torch.cuda.synchronize if agent.device.type == "cuda" else (lambda: None)
+
+        def update(agent: DQNAgent = agent, wait: Callable[[], Any] = wait) -> None:
+            agent.update(buffer.sample(config.batch_size))
+            wait()
+
+        label = str(agent.device) if agent.device.index is not None or agent.device.type == "cpu" \
+            else f"{agent.device.type}:{torch.cuda.current_device()}"
+        fns.setdefault(label, update)
+    times = interleaved_times(fns, rounds, min_time)
+    return [{"device": name, "batch_size": config.batch_size, "ms_per_update": 1e3 * t, "updates_per_s": 1 / t}
+            for name, t in times.items()]
+
+
 def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None = 1, rounds: int = 7,
                   min_time: float = 0.15, matmul_n: int = 2048, compile: bool = False,
-                  parts: bool = True, trained_updates: int = 2_000, seed: int = 0) -> dict[str, Any]:
+                  parts: bool = True, trained_updates: int = 2_000, seed: int = 0,
+                  devices: Sequence[str] = ("cpu",)) -> dict[str, Any]:
     """Achieved GFLOP/s of one update beside a large matrix product, before and after tuning.
 
     For each preset, an agent and a replay buffer filled by random play; the same
@@ -295,6 +335,9 @@ def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None 
     trained_updates : int
         See ``parts``.
     seed : int
+    devices : sequence of str
+        Learner devices (``cpu``, ``cuda``, ``auto``) whose updates per second to time
+        (:func:`device_updates`).
 
     Returns
     -------
@@ -304,10 +347,19 @@ def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None 
         ``preset``, ``batch_size``, ``flops`` (:func:`update_flops`), ``matmul_gflops``
         (the square product's, timed in the same rounds as the updates), ``rows``
         (``method``, ``ms_per_update``, ``gflops``, ``fraction_of_matmul``, ``speedup``
-        over ``before``), ``compile_s`` (or None) and ``parts``.
+        over ``before``), ``compile_s`` (or None), ``parts`` and ``devices`` (:func:`device_updates`).
+
+    Raises
+    ------
+    ValueError
+        For an unknown preset or device, or ``cuda`` on a machine without a GPU (before anything is timed).
     """
     import torch
 
+    from ..agent.dqn import resolve_device
+
+    for name in devices:
+        resolve_device(name)
     clock, clock_name = work_clock(threads)
     out: dict[str, Any] = {"machine": machine_info(), "threads": threads, "clock": clock_name,
                            "matmul_n": matmul_n, "presets": []}
@@ -339,6 +391,7 @@ def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None 
                 "preset": preset, "batch_size": config.batch_size, "flops": flops, "matmul_gflops": peak,
                 "rows": rows, "compile_s": compile_s,
                 "parts": _learner_parts(agent, plain, batch, rounds, min_time / 2, clock, buffer) if parts else [],
+                "devices": device_updates(config, buffer, devices, rounds, min_time, seed),
             })
             if parts:
                 steps = config.learning_starts + math.ceil(trained_updates / config.updates_per_env_step)
@@ -369,6 +422,12 @@ def learner_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench
         if p["compile_s"] is not None:
             out += [f"`torch.compile` (inductor) took {p['compile_s']:.0f} s of wall-clock time to compile (the "
                     "first two updates; PyTorch's compile cache from earlier runs on the machine shortens it).", ""]
+        if p.get("devices"):
+            out += ["The learner on each device (`--devices`): `DQNAgent.update` with a fresh sample, wall-clock "
+                    "time, devices in alternation:", "",
+                    md_table(p["devices"], {"device": "device", "batch_size": "batch", "ms_per_update": "ms per update",
+                                            "updates_per_s": "updates/s"},
+                             {"ms_per_update": "{:.3f}", "updates_per_s": "{:,.0f}"}), ""]
         if p["parts"]:
             out += ["Each change, before -> after (interleaved pairs, µs per call):", "",
                     md_table(p["parts"], {"part": "part", "before_us": "before µs", "after_us": "after µs",

@@ -22,7 +22,8 @@ from ..config import TrainConfig
 from ..evaluation import evaluate
 from .report import machine_info, md_machine, md_table
 
-__all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure"]
+__all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure",
+           "parse_variant"]
 
 #: Fractions of the budget at which the weights are evaluated.
 POINTS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
@@ -30,12 +31,41 @@ POINTS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 PLAYER_SCORE, PLAYER_REACH_2048 = 10_000, 0.5
 
 
-_ROW_KEYS = ("preset", "network", "scheme", "workers", "options", "status", "seed", "minutes", "env_steps",
+_ROW_KEYS = ("preset", "network", "variant", "scheme", "workers", "options", "status", "seed", "minutes", "env_steps",
              "updates", "score_mean", "score_median", "reach_1024", "reach_2048", "reach_4096", "eval_s")
 
 
 def _options_text(options: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items()))
+
+
+def parse_variant(text: str) -> dict[str, Any]:
+    """A configuration variant: :class:`~dqnlab.TrainConfig` fields as ``FIELD=VALUE`` joined by ``+``
+    (a bool field alone means True; ``plain`` or nothing: the preset as it is), e.g.
+    ``prioritized+n_step=3`` -> ``{"prioritized": True, "n_step": 3}``.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a field, or a value the field does not take.
+    """
+    from ..options import specs
+
+    declared = specs(TrainConfig)
+    out: dict[str, Any] = {}
+    for part in filter(None, text.strip().split("+")):
+        if part == "plain":
+            continue
+        name, eq, value = part.partition("=")
+        spec = declared.get(name)
+        if spec is None or (not eq and spec.kind != "bool"):
+            raise ValueError(f"variant {text!r}: each part must be FIELD=VALUE of a TrainConfig field (a bool field "
+                             f"alone means True), or 'plain'; got {part!r}")
+        try:
+            out[name] = spec.from_text(value) if eq else True
+        except ValueError as e:
+            raise ValueError(f"variant {text!r}: {name}: {e}") from None
+    return out
 
 
 def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minutes: float = 10.0,
@@ -63,18 +93,24 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
         Where the run is kept (its checkpoint and result files, those of the last point);
         a temporary directory, removed afterwards, when None.
     overrides : dict, optional
-        :class:`~dqnlab.TrainConfig` fields replacing the preset's.
+        :class:`~dqnlab.TrainConfig` fields replacing the preset's (the row's ``variant``).
 
     Returns
     -------
     list of dict
-        One row per point: ``preset``, ``network``, ``scheme``, ``workers``, ``options``,
+        One row per point: ``preset``, ``network``, ``variant`` (the ``overrides``, as text), ``scheme``, ``workers``, ``options``,
         ``status`` (the run's; a run that diverged or lost a worker ends its curve with
         ``"failed ..."`` and the reason, keeping the points before), ``seed``,
         ``minutes`` (training wall time so far; a point whose budget the run had already
         used when the previous one ended is left out), ``env_steps``, ``updates``,
         ``score_mean``, ``score_median``, ``reach_1024``, ``reach_2048``, ``reach_4096``
         (fractions of the games) and ``eval_s`` (seconds the evaluation took).
+
+    Notes
+    -----
+    Prioritized replay anneals ``priority_beta`` to 1 over the run's budget, which here is
+    each segment's (the run is resumed with a longer time budget at each point): beta reaches
+    1 at the first point and restarts each segment from a fraction of the way up.
 
     Raises
     ------
@@ -109,13 +145,14 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
                     rows[-1]["status"] = f"failed after this point: {e.message}"
                 else:
                     rows.append({**dict.fromkeys(_ROW_KEYS), "preset": preset, "network": config.network,
-                                 "scheme": scheme, "workers": workers, "options": _options_text(options),
+                                 "variant": _options_text(overrides), "scheme": scheme, "workers": workers, "options": _options_text(options),
                                  "seed": seed, "status": f"failed before the first point: {e.message}"})
                 break
             t0 = time.perf_counter()
             ev = evaluate(run, games=games, seed=eval_seed)
             s = ev.summary()
-            rows.append({"preset": preset, "network": config.network, "scheme": scheme, "workers": workers,
+            rows.append({"preset": preset, "network": config.network, "variant": _options_text(overrides),
+                         "scheme": scheme, "workers": workers,
                          "options": _options_text(options), "status": run.status,
                          "seed": seed, "minutes": run.wall_time_s / 60.0, "env_steps": run.env_steps,
                          "updates": run.updates, "score_mean": s["score_mean"], "score_median": s["score_median"],
@@ -129,7 +166,7 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
 def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Minutes of training until each configuration first made a player.
 
-    Returns one row per (preset, scheme, options, workers, seed): ``minutes_to_10000`` (the
+    Returns one row per (preset, variant, scheme, options, workers, seed): ``minutes_to_10000`` (the
     first evaluated point with a greedy mean >= 10,000) and ``minutes_to_2048_in_half``
     (the first with the 2048 tile in >= 50% of games); None when the budget ran out
     first. The points are where the curve was measured, so each figure is an upper
@@ -137,8 +174,9 @@ def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     out: dict[tuple, dict[str, Any]] = {}
     for r in rows:
-        key = (r["preset"], r["scheme"], r["options"], r["workers"], r["seed"])
-        row = out.setdefault(key, {"preset": r["preset"], "network": r["network"], "scheme": r["scheme"],
+        key = (r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"])
+        row = out.setdefault(key, {"preset": r["preset"], "network": r["network"], "variant": r.get("variant", ""),
+                                   "scheme": r["scheme"],
                                    "options": r["options"], "workers": r["workers"], "seed": r["seed"],
                                    "minutes_to_10000": None,
                                    "minutes_to_2048_in_half": None, "budget_minutes": 0.0,
@@ -160,8 +198,12 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
                    schemes: Sequence[str] = ("serial", "shared"),
                    workers: Sequence[int] = (1, 2), minutes: float = 10.0, points: Sequence[float] = POINTS,
                    games: int = 1_000, seeds: Sequence[int] = (0,), options: dict[str, dict[str, Any]] | None = None,
-                   progress: bool = False) -> dict[str, Any]:
-    """Learning curves of every preset x scheme x worker count (x seed), and their time to a player.
+                   progress: bool = False, variants: Sequence[str] = ("plain",)) -> dict[str, Any]:
+    """Learning curves of every preset x variant x scheme x worker count (x seed), and their time to a player.
+
+    ``variants``: configuration variants of each preset (:func:`parse_variant`), e.g.
+    ``("plain", "prioritized", "n_step=3", "prioritized+n_step=3")`` to see what prioritized
+    replay and n-step returns do to the curve.
 
     ``serial`` runs with 1 worker; every other scheme with each count in ``workers``
     above 1 (one worker of a parallel scheme is serial plus overhead). ``options``:
@@ -178,7 +220,7 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     ------
     ValueError
         Before anything trains: for no or unknown presets or schemes, a parallel scheme
-        left without a worker count above 1, or no seeds.
+        left without a worker count above 1, no seeds, or a bad variant.
     """
     from ..config import PRESETS
     from ..schemes import SCHEMES
@@ -193,13 +235,18 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     if idle:
         raise ValueError(f"workers {list(workers)} leave {idle} with nothing to run: a parallel scheme runs with "
                          f"each worker count above 1")
+    overrides = [parse_variant(v) for v in variants] or [{}]
+    for preset in presets:
+        for extra in overrides:
+            TrainConfig.preset(preset, **extra)  # a variant the preset cannot take: an error before anything trains
     machine = machine_info()
     rows: list[dict[str, Any]] = []
     for preset in presets:
-        for scheme, k in runs:
-            for seed in seeds:
-                rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
-                                       options=(options or {}).get(scheme), progress=progress)
+        for extra in overrides:
+            for scheme, k in runs:
+                for seed in seeds:
+                    rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
+                                           options=(options or {}).get(scheme), progress=progress, overrides=extra)
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 
@@ -221,7 +268,8 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
         f"(checkpointed and resumed: evaluation time is not training time); at each point its weights played "
         f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: the first point at which the "
         f"greedy mean reached {PLAYER_SCORE:,}, and at which the 2048 tile was made in half the games.", "",
-        md_table(ttp, {"preset": "preset", "network": "network", "scheme": "scheme", "options": "options",
+        md_table(ttp, {"preset": "preset", "network": "network", "variant": "variant", "scheme": "scheme",
+                        "options": "options",
                         "workers": "workers",
                         "seed": "seed", "to_10000": f"minutes to mean {PLAYER_SCORE:,}",
                         "to_2048": "minutes to 2048 in 50%", "final_score_mean": "mean score at the end",
@@ -231,7 +279,7 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
     if figure:
         parts += [f"![learning curves]({figure})", ""]
     parts += ["Every point:", "",
-              md_table(res["rows"], {"preset": "preset", "scheme": "scheme", "options": "options",
+              md_table(res["rows"], {"preset": "preset", "variant": "variant", "scheme": "scheme", "options": "options",
                                       "workers": "workers", "seed": "seed",
                                       "minutes": "minutes", "env_steps": "env steps", "updates": "updates",
                                       "score_mean": "mean score", "score_median": "median",
@@ -253,10 +301,12 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
         axes = Figure(figsize=(13, 3.4), layout="constrained").subplots(1, 4)
     curves: dict[tuple, list[dict[str, Any]]] = {}
     for r in (r for r in res["rows"] if r["minutes"] is not None):
-        curves.setdefault((r["preset"], r["scheme"], r["options"], r["workers"], r["seed"]), []).append(r)
-    for (preset, scheme, options, workers, seed), rows in curves.items():
-        label = (f"{preset}, {scheme}" + (f" ({options})" if options else "") + f" x{workers}"
-                 + (f", seed {seed}" if len({k[4] for k in curves}) > 1 else ""))
+        curves.setdefault((r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"]),
+                          []).append(r)
+    for (preset, variant, scheme, options, workers, seed), rows in curves.items():
+        label = (f"{preset}" + (f" [{variant}]" if variant else "") + f", {scheme}"
+                 + (f" ({options})" if options else "") + f" x{workers}"
+                 + (f", seed {seed}" if len({k[5] for k in curves}) > 1 else ""))
         x = [r["minutes"] for r in rows]
         for ax, key in zip(axes, ("score_mean", "reach_1024", "reach_2048", "reach_4096")):
             ax.plot(x, [r[key] for r in rows], marker="o", ms=3, label=label)

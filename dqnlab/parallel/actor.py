@@ -19,6 +19,7 @@ import torch
 from ..agent.dqn import DQNAgent, epsilon_at, transform_rewards
 from ..config import TrainConfig
 from ..game import VecGame2048, legal_actions_batch
+from ..replay import FIELDS, Minibatch, NStepReturns
 from ..runtime.driver import RunClock
 from ..runtime.learner import next_board_masks, worker_seeds
 from .faults import check_fault
@@ -63,11 +64,15 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
     env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
                       invalid_move_reward=config.invalid_move_reward)
     agent = DQNAgent(config, seed=agent_seed)  # its rng explores; its weights come from the learner
+    nstep = NStepReturns(config.n_step, config.gamma, config.n_envs)
+    # Prioritized replay: the actor computes each transition's initial priority from its own TD error,
+    # with its copy of the weights as online and target network (Horgan et al. 2018).
+    own_target = config.prioritized
     st = {"version": 0, "paused": False, "env_steps": 0, "episodes": 0, "loads": 0, "waits": 0}
     timing = {"acting": 0.0, "sending": 0.0, "receiving": 0.0, "waiting": 0.0, "weights": 0.0}
     awaiting = False  # lockstep: data sent, waiting for the learner's weights
     if resume is None:
-        agent.set_weights(weights)
+        agent.set_weights(weights, target=own_target)
         boards = env.reset()  # as the serial learner does (the constructor's boards are not used)
         masks = legal_actions_batch(boards)
     else:
@@ -75,13 +80,14 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
             raise ValueError(f"actor state is actor {resume['worker']}'s, not actor {worker}'s")
         env.load_state_dict(resume["env"])
         agent.rng.bit_generator.state = resume["rng"]
-        agent.set_weights(resume["weights"])
+        agent.set_weights(resume["weights"], target=own_target)
+        nstep.load_state_dict(resume["nstep"])
         boards, masks = np.array(resume["boards"], np.uint8), np.array(resume["masks"], bool)
         st.update({key: int(resume["st"][key]) for key in ("version", "env_steps", "episodes", "loads", "waits")})
         timing.update({key: float(v) for key, v in resume["timing"].items()})
         awaiting = bool(resume["awaiting"])
         st["paused"] = paused  # the learner's throttle is what counts (an order in flight at the end was lost)
-    chunk: list[tuple] = []
+    chunk: list[dict[str, np.ndarray]] = []  # the n-step transitions of each step since the last message
     rows: list[dict[str, Any]] = []
     finished_in_chunk = 0
     last_flush = time.perf_counter()
@@ -90,7 +96,7 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
 
     def state() -> dict[str, Any]:
         """This actor's checkpoint state (called between steps, with nothing left to send)."""
-        return {"worker": worker, "env": env.state_dict(), "rng": agent.rng.bit_generator.state,
+        return {"worker": worker, "env": env.state_dict(), "nstep": nstep.state_dict(), "rng": agent.rng.bit_generator.state,
                 "weights": agent.get_weights(), "boards": boards.copy(), "masks": masks.copy(), "st": dict(st),
                 "timing": dict(timing), "awaiting": awaiting}
 
@@ -104,13 +110,14 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
 
     def flush(done: bool = False, state: Any = None) -> None:
         nonlocal chunk, rows, finished_in_chunk, last_flush
-        t0 = time.perf_counter()
         transitions = None
         if chunk:
-            cols = list(zip(*chunk, strict=True))
-            transitions = {name: np.concatenate(col) for name, col in
-                           zip(("boards", "actions", "rewards", "next_boards", "dones", "next_masks"), cols,
-                               strict=True)}
+            transitions = {name: np.concatenate([c[name] for c in chunk]) for name in FIELDS}
+            if own_target and len(transitions["actions"]):  # initial priorities: computing, so counted as acting
+                t0 = time.perf_counter()
+                transitions["td_errors"] = agent.td_errors(Minibatch(**transitions))
+                timing["acting"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
         ch.send(ActorData(worker, done, transitions, st["version"], finished_in_chunk, rows, st["env_steps"],
                           st["episodes"], dict(timing), st["loads"], st["waits"], epsilon, current_epsilon(), state))
         chunk, rows, finished_in_chunk = [], [], 0
@@ -125,7 +132,7 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
             nonlocal newest
             if newest is not None:
                 t0 = time.perf_counter()
-                agent.set_weights(newest)
+                agent.set_weights(newest, target=own_target)
                 st["loads"] += 1
                 timing["weights"] += time.perf_counter() - t0
                 newest = None
@@ -192,8 +199,8 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
             out = env.step(actions)
             n = len(actions)
             ended = out.terminated | out.truncated
-            chunk.append((boards, actions.astype(np.uint8), transform_rewards(config, out.rewards),
-                          out.next_boards, out.terminated, next_board_masks(out, ended)))
+            chunk.append(nstep.push(boards, actions, transform_rewards(config, out.rewards), out.next_boards,
+                                    out.terminated, next_board_masks(out, ended), ended))
             boards, masks = out.boards, out.action_masks
             st["env_steps"] += n
             done = np.flatnonzero(ended)

@@ -46,7 +46,8 @@ class ActorFeed(Coordinator):
     Attributes
     ----------
     env_steps : int
-        Transitions received (the env steps of all actors); ``steps``: per actor.
+        Env steps of all actors whose transitions were received; ``steps``: per actor. (With
+        n-step returns an actor holds back the transitions of its last ``n - 1`` steps per board.)
     rows : list of dict
         The actors' episode rows as they came, each with the learner's ``last_loss`` then.
     actors : list of dict
@@ -84,7 +85,7 @@ class ActorFeed(Coordinator):
         raise NotImplementedError
 
     def stored(self, data: ActorData, n: int) -> None:
-        """Called after ``n`` > 0 transitions of ``data`` went into the buffer."""
+        """Called after the transitions of ``data``, ``n`` > 0 env steps, went into the buffer."""
 
     def after_data(self, worker: int) -> None:
         """Called after ``worker``'s data was stored (not while a checkpoint is gathered)."""
@@ -120,16 +121,17 @@ class ActorFeed(Coordinator):
             row["loss"] = self.last_loss
         self.rows.extend(p.rows)
         t = p.transitions
-        if t is None:
+        steps = p.env_steps - self.steps[k]  # its env steps since its last message
+        if t is None or steps == 0:
             return
-        n = len(t["actions"])
+        n = len(t["actions"])  # transitions: fewer than the steps while n-step returns are pending
         if self.first_data_s is None:
             self.first_data_s = time.perf_counter() - self.t0
-        self.buffer.add_batch(t["boards"], t["actions"], t["rewards"], t["next_boards"], t["dones"], t["next_masks"])
-        self.env_steps += n
-        self.steps[k] += n
+        self.buffer.add_batch(**t)  # (with the actor's TD errors: the initial priorities, prioritized replay)
+        self.env_steps += steps
+        self.steps[k] = p.env_steps
         self.lag[self.updates - p.version] += n
-        self.stored(p, n)
+        self.stored(p, steps)
 
     def exited(self, worker: int) -> None:
         self.gone.add(worker)

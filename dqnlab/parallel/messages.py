@@ -116,8 +116,10 @@ class SyncPost:
 class ActorData:
     """An ``actors`` actor's transitions and counters since its last message (``done``: its last).
 
-    ``transitions``: the :class:`~dqnlab.replay.Minibatch` columns (None if none), acted
-    with the weights of learner update ``version``; ``finished``: games finished among
+    ``transitions``: the columns of :meth:`~dqnlab.replay.ReplayBuffer.add_batch` (n-step
+    transitions with their ``steps``; with prioritized replay also ``td_errors``, ``(N,)``
+    float32, the actor's own: their initial priorities), None if none, acted with the
+    weights of learner update ``version``; ``finished``: games finished among
     them; ``rows``: their episode rows; ``timing``: the actor's seconds by activity;
     ``epsilon``: its fixed epsilon (None: the schedule), ``epsilon_now`` the one in use.
     """

@@ -61,6 +61,10 @@ class Learner:
         written in the ``worker`` column of the episodes.
     clock0 : float, optional
         ``time.perf_counter()`` value that episode wall times count from.
+    device : str or torch.device
+        The agent's learner device (see :class:`~dqnlab.DQNAgent`): the schemes whose learner
+        may leave the CPU (``serial``, ``independent``) pass ``config.device``; acting stays on the
+        CPU with a copy refreshed after each act step's updates.
 
     Attributes
     ----------
@@ -76,7 +80,7 @@ class Learner:
         update trains on more, such as ``averaged``, sets it), for the replay ratio.
     """
 
-    def __init__(self, config: TrainConfig, worker: int = 0, clock0: float | None = None):
+    def __init__(self, config: TrainConfig, worker: int = 0, clock0: float | None = None, device: Any = "cpu"):
         self.config = config
         self.worker = worker
         env_seed, replay_seed, agent_seed = worker_seeds(config.seed, worker)
@@ -84,7 +88,7 @@ class Learner:
                                invalid_move_reward=config.invalid_move_reward)
         self.buffer = make_buffer(config, seed=replay_seed)
         self.nstep = NStepReturns(config.n_step, config.gamma, config.n_envs)
-        self.agent = DQNAgent(config, seed=agent_seed)
+        self.agent = DQNAgent(config, seed=agent_seed, device=device)
         self.boards = self.env.reset()
         self.masks = legal_actions_batch(self.boards)
         self.env_steps = 0
@@ -170,6 +174,7 @@ class Learner:
             batch = self.buffer.sample(self.config.batch_size)
             self.last_loss = self.agent.update(batch)
             update_priorities(self.buffer, batch, self.agent.td_errors)
+        self.agent.refresh_acting()
         self._credit -= n
         self.timing["learning"] += time.perf_counter() - t0
         return n

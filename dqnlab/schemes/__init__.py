@@ -13,6 +13,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..agent.dqn import resolve_device
 from ..config import TrainConfig
 from ..options import check_names
 from ..parallel.dask import BACKENDS, CLUSTER_SCHEMES, backend_context
@@ -23,7 +24,7 @@ from ..runtime.loop import deferred_interrupt
 from ..runtime.results import RunResult
 from . import actors, averaged, independent, serial, shared, sharded
 
-__all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES"]
+__all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES", "DEVICE_SCHEMES"]
 
 #: Scheme name -> its module (``Options``, ``run`` and, as module docstring, what the scheme is).
 SCHEMES: dict[str, types.ModuleType] = {
@@ -34,6 +35,10 @@ SCHEMES: dict[str, types.ModuleType] = {
     "averaged": averaged,
     "actors": actors,
 }
+
+#: Schemes whose learner runs on ``TrainConfig.device`` (the others keep their model where their
+#: processes share it: in shared memory, or in the gloo all-reduce, and run ``"auto"`` on the CPU).
+DEVICE_SCHEMES = ("serial", "independent", "actors")
 
 
 def train(scheme: str | None = None, config: TrainConfig | None = None, *, workers: int | None = None,
@@ -107,7 +112,8 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     Raises
     ------
     ValueError
-        For an unknown scheme, ``workers`` < 1, an option the scheme does not take or
+        For an unknown scheme, ``workers`` < 1, ``config.device="cuda"`` on a machine without a
+        CUDA GPU or for a scheme not in :data:`DEVICE_SCHEMES`, an option the scheme does not take or
         a value it does not allow (the message names the option), a backend the scheme
         cannot run on (e.g. ``shared`` on Dask), a bad ``checkpoint_every``, a
         ``tensorboard`` that is not a bool, or a ``resume`` directory that is not a run,
@@ -146,6 +152,11 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         config = TrainConfig.preset("default")
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if config.device == "cuda" and scheme not in DEVICE_SCHEMES:
+        raise ValueError(f"TrainConfig.device 'cuda' is for the schemes {list(DEVICE_SCHEMES)}; {scheme} keeps its "
+                         "model on the CPU (shared memory or the gloo all-reduce): use device='cpu' or 'auto'")
+    if scheme in DEVICE_SCHEMES:
+        resolve_device(config.device)  # no GPU: a clear error now, not in a worker
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable or None, got {type(callback).__name__}")
     check_checkpoint_every(checkpoint_every)

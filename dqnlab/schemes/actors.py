@@ -50,6 +50,16 @@ its transitions and done the updates they are owed, then acts with the new weigh
 no overlap. With one worker this is ``serial`` transition for transition (same games,
 same updates, same weights); the test suite checks it.
 
+**Prioritized replay** (``config.prioritized``): the learner's buffer is a
+:class:`~dqnlab.replay.PrioritizedReplayBuffer`. As in Ape-X, each actor computes the
+initial priority of every transition it sends from its own TD error, with its copy of the
+weights as online and target network (:meth:`~dqnlab.DQNAgent.td_errors` on the batch
+before a message), so that new data is ranked without the learner spending an update on
+it; the learner samples by priority, weights the loss by importance sampling and sets the
+priorities of each minibatch from its TD errors after the update. With ``config.n_step``
+the actors build n-step transitions on their boards (:class:`~dqnlab.replay.NStepReturns`;
+Ape-X uses n = 3). ``extra["replay"]`` records the priorities' statistics.
+
 The **parameter lag** of a transition is the number of learner updates between the
 weights the actor used and the learner's weights when the transition reaches the
 buffer; ``extra["param_lag"]`` summarises it over all transitions.
@@ -71,7 +81,7 @@ import joblib
 import numpy as np
 import torch
 
-from ..agent.dqn import DQNAgent
+from ..agent.dqn import DQNAgent, priority_beta_at
 from ..config import TrainConfig
 from ..options import SchemeOptions, option
 from ..parallel.actor import actor_task
@@ -80,7 +90,7 @@ from ..parallel.feed import ActorFeed, lag_summary
 from ..parallel.messages import ActorData, NewWeights, Throttle
 from ..parallel.tasks import TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
-from ..replay import ReplayBuffer
+from ..replay import make_buffer, update_priorities
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import worker_seeds
@@ -303,10 +313,10 @@ class _Learner(ActorFeed):
 
     def __init__(self, config: TrainConfig, workers: int, weights_every: int, min_ratio: float, lockstep: bool):
         _, replay_seed, agent_seed = worker_seeds(config.seed, 0)
-        super().__init__(workers, ReplayBuffer(config.buffer_size, seed=replay_seed))
+        super().__init__(workers, make_buffer(config, seed=replay_seed))
         self.config = config
         self.weights_every, self.min_ratio, self.lockstep = weights_every, min_ratio, lockstep
-        self.agent = DQNAgent(config, seed=agent_seed)
+        self.agent = DQNAgent(config, seed=agent_seed, device=config.device)  # (the actors act on the CPU)
         self.threads: int | None = None
         self.credit = 0.0  # updates owed at the replay ratio
         self.started_at: int | None = None  # env steps when learning started
@@ -388,8 +398,12 @@ class _Learner(ActorFeed):
         """Up to ``n`` updates (fewer if ``max_s`` seconds pass); broadcast weights on schedule."""
         t0 = time.perf_counter()
         done = 0
+        if self.config.prioritized:
+            self.buffer.beta = priority_beta_at(self.config, self.env_steps, self.loop.elapsed)
         while done < n:
-            self.last_loss = self.agent.update(self.buffer.sample(self.config.batch_size))
+            batch = self.buffer.sample(self.config.batch_size)
+            self.last_loss = self.agent.update(batch)
+            update_priorities(self.buffer, batch, self.agent.td_errors)
             done += 1
             if not self.lockstep and self.updates - self.broadcast_at >= self.weights_every:
                 self.timing["learning"] += time.perf_counter() - t0
@@ -491,5 +505,6 @@ class _Learner(ActorFeed):
                 "weights_every": self.weights_every,
                 "weights_sent": self.weights_sent, "actor_waits": sum(w["waits"] for w in per_worker),
                 "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,
+                "replay": self.buffer.statistics(),
             },
         )

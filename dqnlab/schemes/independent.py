@@ -119,7 +119,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         ``time_split`` summed over learners; ``communication`` is time in sync
         check-ins (sending weights, waiting at the barrier) and progress messages.
         ``extra``: ``per_worker`` (env steps, updates, games, time split, recent
-        score), ``divergence`` (one row per check-in round: ``round``, ``updates``
+        score, ``replay``: its buffer's :meth:`~dqnlab.ReplayBuffer.statistics` at its last report,
+        with prioritized replay the priorities'), ``divergence`` (one row per check-in round: ``round``, ``updates``
         per learner, total ``env_steps``, ``wall_time_s``, ``divergence`` = mean L2
         distance of each learner's parameters to their mean, ``divergence_rel``
         (divided by the mean's norm), ``synced``, ``coefficients``, ``scores``),
@@ -287,7 +288,7 @@ class _Parent(LearnerWorkers):
     once every running learner has checked in, and sends the combined weights."""
 
     def __init__(self, workers: int, batch_size: int, init: Weights, sync: str, temperature: float):
-        super().__init__(workers, batch_size, {"score": math.nan})
+        super().__init__(workers, batch_size, {"score": math.nan, "replay": None})
         self.init, self.sync, self.temperature = init, sync, temperature
         self.weights: list[Weights | None] = [None] * workers  # last weights seen per learner
         self.alive = set(range(workers))
@@ -360,7 +361,8 @@ class _Parent(LearnerWorkers):
         self.syncs = int(parent["syncs"])
 
     def per_worker(self) -> list[dict[str, Any]]:
-        return [{**w, "score_recent": latest["score"]} for w, latest in zip(super().per_worker(), self.latest)]
+        return [{**w, "score_recent": latest["score"], "replay": latest["replay"]}
+                for w, latest in zip(super().per_worker(), self.latest)]
 
     def final_weights(self) -> tuple[Weights, str]:
         """The run's weights -- the combination the schedule would make at one more sync -- and how they were made."""
@@ -413,7 +415,7 @@ class _IndependentLearner(LearnerTask):
         self.awaiting = None
 
     def report_extra(self) -> dict[str, Any]:
-        return {"score": recent_score(self.learner.episodes, SCORE_WINDOW)}
+        return {"score": recent_score(self.learner.episodes, SCORE_WINDOW), "replay": self.learner.buffer.statistics()}
 
     def state_extra(self) -> dict[str, Any]:
         return {"last_round": self.schedule.last_round, "awaiting": self.awaiting}
@@ -440,7 +442,7 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, s
     ``kw``: :class:`~dqnlab.parallel.workers.LearnerTask`'s (budget, clock, reports,
     fault, checkpointing, resume).
     """
-    learner = Learner(config, worker=worker)
+    learner = Learner(config, worker=worker, device=config.device)
     if init_weights is not None and kw["resume"] is None:
         learner.agent.set_weights(init_weights, target=True)
     _IndependentLearner(ch, learner, SyncSchedule(sync, sync_every, final_fraction), **kw).run()

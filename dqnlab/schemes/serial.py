@@ -43,7 +43,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     Returns
     -------
     RunResult
-        ``time_split`` has ``acting`` and ``learning``; ``communication`` is 0.
+        ``time_split`` has ``acting`` and ``learning``; ``communication`` is 0. ``extra["replay"]``:
+        the buffer's :meth:`~dqnlab.ReplayBuffer.statistics` (with prioritized replay, the priorities').
         KeyboardInterrupt ends the run early with ``status="interrupted"`` and
         everything gathered so far.
 
@@ -63,7 +64,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     """
     if workers != 1:
         raise ValueError(f"workers must be 1 for the serial scheme, got {workers!r}")
-    learner = Learner(config)
+    learner = Learner(config, device=config.device)
     if _checkpoint is not None and _checkpoint.state is not None:
         learner.load_state_dict(_checkpoint.state["learner"])
 
@@ -72,7 +73,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
 
     def result(status: str | None = None) -> RunResult:
         return build_result("serial", config, 1, loop, learner.progress(time_split()), learner.agent.get_weights(),
-                            status)
+                            status, extra={"replay": learner.buffer.statistics()})
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint,
                    state=lambda: {"learner": learner.state_dict()})

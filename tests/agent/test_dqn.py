@@ -68,13 +68,16 @@ def test_update_fits_a_fixed_batch_and_syncs_target(config):
                                                  ("onehot", EMBEDDING_MIN_BATCH + 5)])
 @pytest.mark.parametrize("loss", ["mse", "huber"])
 @pytest.mark.parametrize("hidden,double_dqn", [((16,), True), ((24, 8, 12), True), ((24, 8, 12), False)])
-def test_hand_written_gradients_equal_autograd(encoding, batch_size, loss, hidden, double_dqn):
+@pytest.mark.parametrize("weighted", [False, True])
+def test_hand_written_gradients_equal_autograd(encoding, batch_size, loss, hidden, double_dqn, weighted):
     config = TrainConfig(encoding=encoding, batch_size=batch_size, loss=loss, hidden=hidden, buffer_size=400,
                          reward_transform="none", double_dqn=double_dqn)
     agent = DQNAgent(config, seed=3)
     with torch.no_grad():
         agent.target.mlp[-1].bias.add_(torch.arange(4.0))  # targets far from Q: both Huber regimes occur
     batch = filled_buffer(400).sample(batch_size)
+    if weighted:  # importance-sampling weights of a prioritized sample
+        batch = batch._replace(weights=np.random.default_rng(1).random(batch_size, dtype=np.float32))
     reference = copy.deepcopy(agent)
     expected = reference.loss(batch)
     expected.backward()
@@ -85,10 +88,30 @@ def test_hand_written_gradients_equal_autograd(encoding, batch_size, loss, hidde
     for (name, p), q in zip(agent.online.named_parameters(), reference.online.parameters()):
         assert p.grad is not None and p.grad.shape == p.shape, name
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6 * float(q.grad.abs().max())), name
+    error = (reference.online(torch.from_numpy(batch.boards)).gather(1, torch.from_numpy(batch.actions)[:, None])
+             .squeeze(1) - reference.td_targets(batch)).detach()
+    np.testing.assert_allclose(agent.td_errors(), error.abs().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(agent.td_errors(batch), error.abs().numpy(), rtol=1e-5, atol=1e-6)
     if loss == "huber":
-        error = (reference.online(torch.from_numpy(batch.boards)).gather(1, torch.from_numpy(batch.actions)[:, None])
-                 .squeeze(1) - reference.td_targets(batch)).detach()
         assert (error.abs() > 1).any() and (error.abs() < 1).any()
+
+
+@pytest.mark.parametrize("preset", ["ntuple-small", "cnn", "mlp-afterstate"])
+def test_importance_weights_scale_each_transitions_loss(preset):
+    config = TrainConfig.preset(preset, batch_size=48, buffer_size=400, double_dqn=False, augment_symmetry=False)
+    agent = DQNAgent(config, seed=2)
+    batch = filled_buffer(400).sample(48)
+    w = np.random.default_rng(0).random(48, dtype=np.float32)
+    plain = copy.deepcopy(agent).compute_gradients(batch)
+    value = agent.compute_gradients(batch._replace(weights=w))
+    errors = agent.td_errors()
+    each = errors ** 2 if config.loss == "mse" else np.where(errors < 1, errors ** 2 / 2, errors - 0.5)
+    assert plain == pytest.approx(each.mean(), rel=1e-4)
+    assert value == pytest.approx((w * each).mean(), rel=1e-4)
+    reference = copy.deepcopy(agent)
+    reference.loss(batch._replace(weights=w)).backward()
+    for p, q in zip(agent.online.parameters(), reference.online.parameters()):
+        torch.testing.assert_close(p.grad.to_dense(), q.grad.to_dense(), rtol=1e-4, atol=1e-6)
 
 
 def test_non_finite_loss_raises_and_keeps_weights(config):

@@ -35,7 +35,7 @@ def test_apex_epsilons_spread_from_eps_to_eps_to_the_1_plus_alpha():
     assert apex_epsilons(2, epsilon=0.5, alpha=1.0) == [pytest.approx(0.5), pytest.approx(0.25)]
 
 
-@pytest.mark.parametrize("changes", [{}, {"target_update": 0, "epsilon_decay_rate": 0.99}])
+@pytest.mark.parametrize("changes", [{}, {"target_update": 0, "epsilon_decay_rate": 0.99}, {"n_step": 3}])
 def test_one_actor_in_lockstep_is_serial_transition_for_transition(cfg, changes):
     config = cfg.replace(total_env_steps=2_000, **changes)
     serial = dqnlab.train("serial", config, progress=False)
@@ -164,3 +164,41 @@ def test_learner_divergence_is_a_diverged_error_with_the_games(cfg):
         dqnlab.train("actors", config, workers=1, progress=False)
     assert info.value.worker is None and "non-finite" in str(info.value)
     assert info.value.partial.status == "failed" and info.value.partial.env_steps > 0
+
+
+def test_prioritized_actors_send_their_priorities_and_the_learner_samples_by_them():
+    """An actor's TD errors arrive with its transitions as their priorities, and the learner's
+    sampling follows them (the feed of the learner, with a prioritized buffer)."""
+    from dqnlab.parallel.feed import ActorFeed
+    from dqnlab.parallel.messages import ActorData
+    from dqnlab.replay import PrioritizedReplayBuffer
+
+    class Feed(ActorFeed):
+        updates = 0
+
+    feed = Feed(1, PrioritizedReplayBuffer(64, alpha=1.0, eps=1e-6, seed=0))
+    n = 8
+    boards = np.zeros((n, 4, 4), np.uint8)
+    errors = np.array([0, 0, 0, 0, 0, 0, 1, 3], np.float32)
+    transitions = dict(boards=boards, actions=np.zeros(n, np.uint8), rewards=np.arange(n, dtype=np.float32),
+                       next_boards=boards, dones=np.zeros(n, bool), next_masks=np.ones((n, 4), bool),
+                       steps=np.ones(n, np.uint8), td_errors=errors)
+    feed.receive(ActorData(0, False, transitions, 0, 0, [], n, 0, {}, 0, 0, None, 0.0, None))
+    assert np.allclose(feed.buffer.tree[np.arange(n)], errors + 1e-6)
+    drawn = np.concatenate([feed.buffer.sample(100).rewards for _ in range(20)]).astype(int)
+    counts = np.bincount(drawn, minlength=n)
+    assert counts[:6].sum() < 5 and 0.65 < counts[7] / counts[6:].sum() < 0.85  # 3 : 1, by the priorities
+
+
+def test_prioritized_n_step_actors_end_to_end(cfg):
+    config = cfg.replace(prioritized=True, n_step=3, priority_beta=0.5)
+    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10)
+    replay = run.extra["replay"]
+    assert replay["prioritized"] and replay["alpha"] == config.priority_alpha
+    # every transition came with its actor's TD error; the learner re-prioritised what it sampled
+    assert replay["given_priorities"] == replay["added"] > 0
+    assert replay["priority_updates"] == run.updates * config.batch_size
+    assert 0.5 < replay["beta"] <= 1.0 and 0 < replay["is_weight_mean"] <= 1.0
+    assert replay["priority_min"] > 0 and replay["priority_max"] <= replay["max_priority"]
+    # n-step: each actor holds back at most n - 1 steps of each board
+    assert run.env_steps - 2 * 2 * config.n_envs <= replay["added"] <= run.env_steps
