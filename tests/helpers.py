@@ -50,6 +50,22 @@ def filled_learner(config: TrainConfig, steps: int = 40) -> Learner:
     return learner
 
 
+def unequal_priorities(learner: Learner, beta: float = 0.5) -> Learner:
+    """``learner`` (prioritized replay) with random priorities on its buffer's transitions, so that a
+    sample's importance weights differ, drawn at ``beta``."""
+    slots = np.arange(len(learner.buffer))
+    learner.buffer.update_priorities(slots, np.random.default_rng(0).random(len(slots)))
+    learner.buffer.beta = beta
+    return learner
+
+
+def assert_priorities(buffer, indices: np.ndarray, td_errors: np.ndarray) -> None:
+    """Assert that each slot of ``indices`` has the priority of its TD error in ``td_errors``
+    (``(B,)`` each; a slot drawn twice: its last), to 1e-6."""
+    last = dict(zip(indices.tolist(), buffer.priorities(td_errors).tolist()))
+    assert np.abs(buffer.tree[np.array(list(last))] - np.array(list(last.values()))).max() < 1e-6
+
+
 def max_diff(a: dict, b: dict) -> float:
     """Largest absolute difference between two (possibly nested) dicts of arrays."""
     assert a.keys() == b.keys()

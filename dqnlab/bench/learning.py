@@ -71,7 +71,8 @@ def parse_variant(text: str) -> dict[str, Any]:
 def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minutes: float = 10.0,
                    points: Sequence[float] = POINTS, games: int = 1_000, seed: int = 0, eval_seed: int = 1,
                    options: dict[str, Any] | None = None, run_dir: str | Path | None = None,
-                   progress: bool = False, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                   progress: bool = False, overrides: dict[str, Any] | None = None,
+                   variant: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Train one configuration for ``minutes`` and evaluate it at each of ``points``.
 
     Parameters
@@ -93,12 +94,14 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
         Where the run is kept (its checkpoint and result files, those of the last point);
         a temporary directory, removed afterwards, when None.
     overrides : dict, optional
-        :class:`~dqnlab.TrainConfig` fields replacing the preset's (the row's ``variant``).
+        :class:`~dqnlab.TrainConfig` fields replacing the preset's.
+    variant : dict, optional
+        More fields replacing those (:func:`parse_variant`), named in the rows' ``variant``.
 
     Returns
     -------
     list of dict
-        One row per point: ``preset``, ``network``, ``variant`` (the ``overrides``, as text), ``scheme``, ``workers``, ``options``,
+        One row per point: ``preset``, ``network``, ``variant`` (its fields, as text), ``scheme``, ``workers``, ``options``,
         ``status`` (the run's; a run that diverged or lost a worker ends its curve with
         ``"failed ..."`` and the reason, keeping the points before), ``seed``,
         ``minutes`` (training wall time so far; a point whose budget the run had already
@@ -124,8 +127,8 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     points = [float(p) for p in points]
     if not points or any(not 0 < p <= 1 for p in points) or points != sorted(set(points)):
         raise ValueError(f"points must be increasing fractions in (0, 1], got {points!r}")
-    config = TrainConfig.preset(preset, **{**(overrides or {}), "seed": seed, "total_env_steps": None,
-                                           "max_seconds": minutes * 60.0})
+    config = TrainConfig.preset(preset, **{**(overrides or {}), **(variant or {}), "seed": seed,
+                                           "total_env_steps": None, "max_seconds": minutes * 60.0})
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="dqnlab-learning-") as tmp:
         where = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
@@ -145,13 +148,13 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
                     rows[-1]["status"] = f"failed after this point: {e.message}"
                 else:
                     rows.append({**dict.fromkeys(_ROW_KEYS), "preset": preset, "network": config.network,
-                                 "variant": _options_text(overrides), "scheme": scheme, "workers": workers, "options": _options_text(options),
+                                 "variant": _options_text(variant), "scheme": scheme, "workers": workers, "options": _options_text(options),
                                  "seed": seed, "status": f"failed before the first point: {e.message}"})
                 break
             t0 = time.perf_counter()
             ev = evaluate(run, games=games, seed=eval_seed)
             s = ev.summary()
-            rows.append({"preset": preset, "network": config.network, "variant": _options_text(overrides),
+            rows.append({"preset": preset, "network": config.network, "variant": _options_text(variant),
                          "scheme": scheme, "workers": workers,
                          "options": _options_text(options), "status": run.status,
                          "seed": seed, "minutes": run.wall_time_s / 60.0, "env_steps": run.env_steps,
@@ -235,18 +238,18 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     if idle:
         raise ValueError(f"workers {list(workers)} leave {idle} with nothing to run: a parallel scheme runs with "
                          f"each worker count above 1")
-    overrides = [parse_variant(v) for v in variants] or [{}]
+    chosen = [parse_variant(v) for v in variants] or [{}]
     for preset in presets:
-        for extra in overrides:
+        for extra in chosen:
             TrainConfig.preset(preset, **extra)  # a variant the preset cannot take: an error before anything trains
     machine = machine_info()
     rows: list[dict[str, Any]] = []
     for preset in presets:
-        for extra in overrides:
+        for extra in chosen:
             for scheme, k in runs:
                 for seed in seeds:
                     rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
-                                           options=(options or {}).get(scheme), progress=progress, overrides=extra)
+                                           options=(options or {}).get(scheme), progress=progress, variant=extra)
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 

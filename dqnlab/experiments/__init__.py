@@ -15,7 +15,7 @@ from .budgets import SMOKE_ENV, budget, explore_config, setup, smoke_mode
 from .compare import USER_CLAIMS, claims_table, compare_data, compare_figure
 from .game import game_data, game_figure
 from .independent import independent_data, independent_figure
-from .learning import learning_config, learning_data, learning_figure
+from .learning import REPLAY_VARIANTS, learning_config, learning_data, learning_figure, replay_data
 from .reproduce import NOTEBOOKS, Notebook, reproduce
 from .serial import project_days, serial_data, serial_figure, user_play_moves
 from .shared import shared_data, shared_figure
@@ -29,6 +29,6 @@ __all__ = [
     "independent_data", "independent_figure", "shared_data", "shared_figure", "sharded_data", "sharded_figure",
     "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
-    "learning_config", "learning_data", "learning_figure",
+    "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

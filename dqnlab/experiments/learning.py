@@ -1,17 +1,21 @@
-"""Notebook 08, learning: the network families' learning curves (a small ``bench learning``)."""
+"""Notebook 08, learning: the network families' learning curves, and what prioritized replay and
+n-step returns change (small ``bench learning`` runs)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..bench.learning import POINTS, learning_curve, time_to_player
+from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_player
 from ..bench.learning import learning_figure as draw_learning_curves
 from ..bench.report import machine_info
 from ..config import TrainConfig, family_preset
 from .budgets import budget, resolve_smoke
 from .trials import new_figure
 
-__all__ = ["learning_config", "learning_data", "learning_figure"]
+__all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data"]
+
+#: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
+REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
 
 
 def learning_config(network: str = "ntuple", afterstate: bool | None = None, augment_symmetry: bool | None = None,
@@ -72,6 +76,40 @@ def learning_data(smoke: bool | None = None, minutes: float | None = None, games
         overrides = {k: v for k, v in cfg.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
         rows += learning_curve(family_preset(network, afterstate), scheme, workers, minutes, points, games,
                                seed=seed, options=options, overrides=overrides)
+    return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
+            "time_to_player": time_to_player(rows)}
+
+
+def replay_data(smoke: bool | None = None, minutes: float | None = None, games: int | None = None,
+                seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = REPLAY_VARIANTS) -> dict[str, Any]:
+    """Learning curves of the ``ntuple-small`` preset (serial) with each of ``variants``: plain
+    replay, prioritized replay, 3-step returns and both (what ``python -m dqnlab bench learning
+    --presets ntuple-small --variants plain,prioritized,n_step=3,prioritized+n_step=3`` measures).
+
+    Budget: ``minutes`` per run (default 3; 0.05 in smoke mode, with the smoke settings of
+    :func:`learning_config`), ``games`` greedy games per point (default 1,000; 32), each of
+    ``seeds``. Returns the :func:`dqnlab.bench.learning.bench_learning`-shaped dict.
+
+    Raises
+    ------
+    ValueError
+        For a variant that is not ``TrainConfig`` fields (checked before anything trains).
+    """
+    smoke = resolve_smoke(smoke)
+    minutes = budget(3.0, 0.05, smoke) if minutes is None else minutes
+    games = budget(1_000, 32, smoke) if games is None else games
+    points = POINTS if not smoke else (0.5, 1.0)
+    chosen = [parse_variant(v) for v in variants]
+    base = learning_config("ntuple", smoke=smoke, **({} if smoke else {"ntuples": "17x4", "lr": 0.05}))
+    overrides = {k: v for k, v in base.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
+    for extra in chosen:
+        base.replace(**extra)
+    machine = machine_info()
+    rows: list[dict[str, Any]] = []
+    for extra in chosen:
+        for seed in seeds:
+            rows += learning_curve("ntuple-small", "serial", 1, minutes, points, games, seed=seed,
+                                   overrides=overrides, variant=extra)
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 

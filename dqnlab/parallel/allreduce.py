@@ -8,7 +8,10 @@ processes, or a Dask cluster; :class:`~dqnlab.parallel.tasks.TaskGroup`). Every 
 holds a :class:`Replica` -- a copy of the learner's agent and the scheme's update on it
 -- and nothing is shipped per update but each rank's minibatch (one scatter from rank 0)
 and what the scheme reduces (one all-reduce: ``sharded`` the gradients, ``averaged`` the
-weights). The weights never travel.
+weights). The weights never travel. With prioritized replay each part also carries its
+importance-sampling weights (and with n-step returns each transition's span,
+:func:`shipped_columns`), and every rank's TD errors come back to rank 0 for the priorities
+in an all-reduce (:meth:`Replica.error_carry`); without, nothing more travels.
 
 The all-reduce of dense tensors in a group of a power-of-two size is recursive doubling
 (log2 K pairwise exchanges, each rank adding what its partner sent; Thakur, Rabenseifner
@@ -38,6 +41,7 @@ import socket
 import time
 import traceback
 import uuid
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -56,7 +60,7 @@ from .procwatch import exit_from_pool_error
 from .tasks import Channel, TaskGroup
 
 __all__ = ["COLLECTIVE_TIMEOUT_S", "COMM_CHANNELS", "Collectives", "Replica", "AllReduceGroup", "store_host",
-           "pack_minibatch", "unpack_minibatch"]
+           "pack_minibatch", "unpack_minibatch", "shipped_columns", "reprioritize"]
 
 #: The two ways ``sharded`` and ``averaged`` combine their workers' steps (``comm`` option).
 COMM_CHANNELS = ("allreduce", "joblib")
@@ -66,48 +70,90 @@ COLLECTIVE_TIMEOUT_S = 60.0
 _REPORT_EVERY_S = 1.0
 
 # The commands rank 0 scatters, in the header of every rank's part: command, update number,
-# transitions that follow, whether to measure the gradient norm (int64 each) and this rank's
-# share of the update (float64).
+# transitions that follow, whether to measure the gradient norm, the part's first slot in the
+# update's transitions and their number (int64 each), and this rank's share of the update (float64).
 _STEP, _STATE, _STOP = 1, 2, 3
-_HEADER = 40
+_INTS = 6
+_HEADER = 8 * _INTS + 8
 
-# A transition's columns as :class:`~dqnlab.replay.Minibatch` has them: (shape per transition, dtype).
-_COLUMNS = (((4, 4), np.uint8), ((), np.int64), ((), np.float32), ((4, 4), np.uint8), ((), np.bool_),
-            ((4,), np.bool_))
-_BYTES_PER_TRANSITION = sum(int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in _COLUMNS)
+# The columns of :class:`~dqnlab.replay.Minibatch` a part can carry: (shape per transition, dtype).
+_COLUMNS: dict[str, tuple[tuple[int, ...], Any]] = {
+    "boards": ((4, 4), np.uint8), "actions": ((), np.int64), "rewards": ((), np.float32),
+    "next_boards": ((4, 4), np.uint8), "dones": ((), np.bool_), "next_masks": ((4,), np.bool_),
+    "steps": ((), np.uint8), "weights": ((), np.float32)}
+#: The columns every part carries (a uniform one-step minibatch's).
+BASE_COLUMNS = tuple(_COLUMNS)[:6]
 
 
-def pack_minibatch(batch: Minibatch, out: np.ndarray) -> None:
-    """Write ``batch`` (``n`` transitions, the columns of :class:`~dqnlab.replay.Minibatch`)
+def shipped_columns(config: TrainConfig) -> tuple[str, ...]:
+    """The :class:`~dqnlab.replay.Minibatch` columns a rank's part carries under ``config``:
+    :data:`BASE_COLUMNS`, ``steps`` with n-step returns (``n_step > 1``) and ``weights`` with
+    prioritized replay (importance-sampling weights). Slots (``indices``) stay at rank 0."""
+    return BASE_COLUMNS + (("steps",) if config.n_step > 1 else ()) + (("weights",) if config.prioritized else ())
+
+
+def _bytes_per_transition(columns: tuple[str, ...]) -> int:
+    return sum(int(np.prod(_COLUMNS[c][0], dtype=np.int64)) * np.dtype(_COLUMNS[c][1]).itemsize for c in columns)
+
+
+def pack_minibatch(batch: Minibatch, out: np.ndarray, columns: tuple[str, ...] = BASE_COLUMNS) -> None:
+    """Write the ``columns`` of ``batch`` (``n`` transitions, a :class:`~dqnlab.replay.Minibatch`)
     into the uint8 buffer ``out`` after the header, column after column
-    (:func:`unpack_minibatch` reads it back); ``out`` holds at least ``n`` transitions."""
+    (:func:`unpack_minibatch` reads it back); ``out`` holds at least ``n`` transitions of them.
+
+    Raises
+    ------
+    ValueError
+        If one of ``columns`` is None in ``batch``.
+    """
     at = _HEADER
-    for column, (shape, dtype) in zip(batch, _COLUMNS):
-        raw = np.ascontiguousarray(column, dtype=dtype).view(np.uint8).reshape(-1)
+    for name in columns:
+        column = getattr(batch, name)
+        if column is None:
+            raise ValueError(f"the minibatch has no {name} to send")
+        raw = np.ascontiguousarray(column, dtype=_COLUMNS[name][1]).view(np.uint8).reshape(-1)
         out[at:at + raw.size] = raw
         at += raw.size
 
 
-def unpack_minibatch(buf: np.ndarray, n: int) -> Minibatch:
-    """The minibatch of ``n`` transitions in ``buf`` (:func:`pack_minibatch`), as views of it
-    (read-only use: the next scatter overwrites them)."""
-    at, columns = _HEADER, []
-    for shape, dtype in _COLUMNS:
+def unpack_minibatch(buf: np.ndarray, n: int, columns: tuple[str, ...] = BASE_COLUMNS) -> Minibatch:
+    """The minibatch of ``n`` transitions in ``buf`` (:func:`pack_minibatch` of the same
+    ``columns``), as views of it (read-only use: the next scatter overwrites them); the
+    columns not sent are None."""
+    at, fields = _HEADER, {}
+    for name in columns:
+        shape, dtype = _COLUMNS[name]
         size = n * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        columns.append(buf[at:at + size].view(dtype).reshape((n, *shape)))
+        fields[name] = buf[at:at + size].view(dtype).reshape((n, *shape))
         at += size
-    return Minibatch(*columns)
+    return Minibatch(**fields)
 
 
 class _Part:
-    """One rank's part of a scatter: a uint8 tensor of the header and up to ``n`` transitions,
-    with numpy views of it."""
+    """One rank's part of a scatter: a uint8 tensor of the header and up to ``n`` transitions
+    of ``columns``, with numpy views of it."""
 
-    def __init__(self, n: int):
-        self.tensor = torch.zeros(_HEADER + n * _BYTES_PER_TRANSITION, dtype=torch.uint8)
+    def __init__(self, n: int, columns: tuple[str, ...]):
+        self.columns = columns
+        self.tensor = torch.zeros(_HEADER + n * _bytes_per_transition(columns), dtype=torch.uint8)
         self.raw = self.tensor.numpy()
-        self.ints = self.raw[:32].view(np.int64)  # command, update, transitions, grad_norm
-        self.share = self.raw[32:40].view(np.float64)
+        self.ints = self.raw[:8 * _INTS].view(np.int64)  # command, update, transitions, grad_norm, first, total
+        self.share = self.raw[8 * _INTS:_HEADER].view(np.float64)
+
+
+def reprioritize(buffer: Any, parts: Sequence[Minibatch], td_errors: np.ndarray | None) -> None:
+    """Give a prioritized ``buffer`` the new TD errors of every part of an update: ``td_errors``
+    ``(total,)`` float32 ``|Q(s, a) - y|`` of the parts' transitions one part after the other
+    (:attr:`Replica.td_errors`), the parts' ``indices`` their slots. Nothing when ``buffer`` or
+    ``td_errors`` is None (uniform replay).
+
+    Raises
+    ------
+    ValueError
+        As :meth:`~dqnlab.replay.PrioritizedReplayBuffer.update_priorities` (a TD error not finite).
+    """
+    if buffer is not None and td_errors is not None:
+        buffer.update_priorities(np.concatenate([p.indices for p in parts]), td_errors)
 
 
 def store_host() -> str:
@@ -184,25 +230,34 @@ class Collectives:
             self.bytes_reduced += (t._values().nbytes + t._indices().nbytes) if t.is_sparse else t.nbytes
         self.comm_s += time.perf_counter() - t0
 
-    def allreduce_weighted(self, tensors: list[torch.Tensor], values: list[float], weight: float) -> list[float]:
+    def allreduce_weighted(self, tensors: list[torch.Tensor], values: list[float], weight: float,
+                           carry: torch.Tensor | None = None) -> list[float]:
         """Replace each of ``tensors`` by the sum over ranks of ``weight`` x it, in place, and return
         the same sums of ``values`` (floats carried along: a loss, a diagnostic).
 
         The dense tensors and ``values`` travel as one flat float32 buffer (one all-reduce, as
         DDP buckets gradients); sparse COO tensors (an n-tuple table's gradient rows) on their own.
+        ``carry``: a dense float32 vector summed over ranks *unweighted* in the same buffer, in place
+        (each rank's values in slots of its own, zeros elsewhere: a gather by all-reduce, exact since
+        adding zeros is).
         """
         dense = [t for t in tensors if not t.is_sparse]
         sparse = [t for t in tensors if t.is_sparse]
-        flat = torch.cat([t.detach().reshape(-1) for t in dense]
-                         + [torch.tensor(values, dtype=torch.float32)]).mul_(weight)
+        flat = torch.cat([t.detach().reshape(-1) for t in dense] + [torch.tensor(values, dtype=torch.float32)]
+                         + ([carry] if carry is not None else []))
+        weighted = flat.numel() - (carry.numel() if carry is not None else 0)
+        flat[:weighted].mul_(weight)
         for t in sparse:
             t.mul_(weight)
         self.allreduce([flat] + sparse)
         if dense:
             with torch.no_grad():
                 torch._foreach_copy_(dense, [v.view_as(t) for v, t in
-                                             zip(flat[:-len(values)].split([t.numel() for t in dense]), dense)])
-        return flat[-len(values):].tolist()
+                                             zip(flat[:weighted - len(values)].split([t.numel() for t in dense]),
+                                                 dense)])
+        if carry is not None:
+            carry.copy_(flat[weighted:])
+        return flat[weighted - len(values):weighted].tolist()
 
     def _recursive_doubling(self, t: torch.Tensor) -> None:
         """All-reduce (sum) of a dense tensor in a power-of-two group: in round ``i`` each rank
@@ -246,19 +301,58 @@ class Replica:
         This rank's end of the group.
     options : dict
         The scheme's options (``dataclasses.asdict`` of its ``Options``).
+
+    Attributes
+    ----------
+    slots : (int, int)
+        This rank's part of the update being made: its first transition among the ``total``
+        transitions of all the ranks' parts, in rank order (set by :meth:`step`).
+    td_errors : (total,) float32 array or None
+        With prioritized replay (``config.prioritized``), ``|Q(s, a) - y|`` of every rank's
+        transitions of the last update, in rank order (gathered by :meth:`gather_errors`;
+        rank 0 hands them to the buffer); None otherwise.
     """
 
     def __init__(self, agent: DQNAgent, coll: Collectives, options: dict[str, Any]):
         self.agent, self.coll, self.options = agent, coll, options
         self.compute_s = 0.0  # seconds of this rank's own update work (collectives excluded)
+        self.slots = (0, 0)
+        self.td_errors: np.ndarray | None = None
 
-    def step(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
-        """:meth:`update`, its time outside collectives added to this rank's ``compute`` seconds."""
+    def step(self, batch: Minibatch, share: float, grad_norm: bool, slots: tuple[int, int] | None = None) -> None:
+        """:meth:`update`, its time outside collectives added to this rank's ``compute`` seconds.
+        ``slots``: :attr:`slots` (default ``(0, n)``: ``batch``'s ``n`` transitions are the whole update)."""
+        self.slots = (0, len(batch.actions)) if slots is None else slots
         t0, comm0 = time.perf_counter(), self.coll.comm_s
         try:
             self.update(batch, share, grad_norm)
         finally:
             self.compute_s += time.perf_counter() - t0 - (self.coll.comm_s - comm0)
+
+    def error_carry(self) -> torch.Tensor | None:
+        """With prioritized replay, a ``(total,)`` float32 vector: zeros but this rank's TD errors
+        (:meth:`DQNAgent.td_errors <dqnlab.DQNAgent.td_errors>` of its last gradient) at its
+        :attr:`slots` -- the ``carry`` of :meth:`Collectives.allreduce_weighted`, whose sum over ranks is
+        every rank's errors. None without (nothing more is computed or sent)."""
+        if not self.agent.config.prioritized:
+            return None
+        first, total = self.slots
+        errors = self.agent.td_errors()
+        carry = torch.zeros(total)
+        carry[first:first + len(errors)] = torch.from_numpy(errors)
+        return carry
+
+    def gather_errors(self, carry: torch.Tensor | None, reduced: bool) -> bool:
+        """Keep the update's TD errors of all ranks (:attr:`td_errors`) from :meth:`error_carry`'s
+        ``carry``, all-reducing it here unless it was ``reduced`` already (in the update's own
+        all-reduce). Returns whether they are all finite (the same verdict at every rank: a
+        non-finite error at any rank is in every rank's sum); True without a carry."""
+        if carry is None:
+            return True
+        if not reduced:
+            self.coll.allreduce([carry])
+        self.td_errors = carry.numpy()
+        return bool(torch.isfinite(carry).all())
 
     def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
         """One update of the scheme at this rank, from this rank's part of it (``sharded``: its
@@ -316,7 +410,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
     coll = Collectives(rank, workers)
     replica = replica_cls(agent, coll, options)
     replica.load_timing(state["timing"])
-    part = _Part(config.batch_size)
+    part = _Part(config.batch_size, shipped_columns(config))
 
     def report(done: bool = False) -> None:
         ch.send(Report(rank, done, [], 0, agent.updates, replica.timing(), coll.comm_s, {}, {}))
@@ -327,7 +421,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
         next_report = time.perf_counter() + _REPORT_EVERY_S
         while True:
             coll.scatter(part.tensor, None)
-            command, update, n, grad_norm = (int(v) for v in part.ints)
+            command, update, n, grad_norm, first, total = (int(v) for v in part.ints)
             if command == _STOP:
                 break
             if command == _STATE:  # (update = the request's number * 2 + whether the agent is wanted)
@@ -335,7 +429,8 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
                 continue
             check_fault(fault, rank, updates=update)
             try:
-                replica.step(unpack_minibatch(part.raw, n), float(part.share[0]), grad_norm=bool(grad_norm))
+                replica.step(unpack_minibatch(part.raw, n, part.columns), float(part.share[0]),
+                             grad_norm=bool(grad_norm), slots=(first, total))
             except FloatingPointError:  # rank 0 has the same verdict and ends the run
                 pass
             if time.perf_counter() >= next_report:
@@ -394,7 +489,7 @@ class AllReduceGroup:
         self.gathered: tuple[int, list[dict[str, Any]]] | None = None  # (updates, every rank's state) last gathered
         self.latest: list[dict[str, float]] = [self.replica.timing()] + [
             dict(states[r]["timing"]) if states else {"compute": 0.0, "comm": 0.0} for r in range(1, workers)]
-        self.parts = [_Part(agent.config.batch_size) for _ in range(workers)]
+        self.parts = [_Part(agent.config.batch_size, shipped_columns(agent.config)) for _ in range(workers)]
         self.tasks: TaskGroup | None = None
         self.store: Any = None  # the rendezvous TCPStore (rank 0 serves it) while the group is up
         self.updates = 0  # updates driven by this group (this session of the run)
@@ -464,27 +559,39 @@ class AllReduceGroup:
         self.store = None
 
     # ------------------------------------------------------------------ the run
-    def update(self, parts: list[Minibatch], shares: np.ndarray, grad_norm: bool = False) -> None:
+    def update(self, parts: list[Minibatch], shares: np.ndarray, grad_norm: bool = False,
+               buffer: Any = None) -> None:
         """One update at every rank: scatter ``parts`` (rank ``r`` gets ``parts[r]`` and its
         share ``shares[r]``, ``(K,)`` float64 summing to 1), then the replica's update here.
+
+        With prioritized replay the parts carry their importance-sampling ``weights``, and
+        ``buffer`` (the prioritized buffer they were sampled from; their ``indices`` its
+        slots) gets every rank's TD errors as new priorities (:func:`reprioritize`), its time
+        counted in rank 0's ``compute``.
 
         Raises
         ------
         TaskFailed
             If a collective failed (a worker rank raised, died or timed out), naming it.
         FloatingPointError
-            If the update's TD loss was non-finite (the weights are not stepped).
+            If the update's TD loss was non-finite (the weights are not stepped, the
+            priorities not set).
         """
+        sizes = [len(b.actions) for b in parts]
         if self.workers > 1:
             for part, batch, share in zip(self.parts, parts, shares):
-                pack_minibatch(batch, part.raw)
+                pack_minibatch(batch, part.raw, part.columns)
                 part.share[0] = share
-            self._scatter(_STEP, self.replica.agent.updates, [len(b.actions) for b in parts], grad_norm)
+            self._scatter(_STEP, self.replica.agent.updates, sizes, grad_norm)
         self.updates += 1
         try:
-            self.replica.step(parts[0], float(shares[0]), grad_norm)
+            self.replica.step(parts[0], float(shares[0]), grad_norm, slots=(0, sum(sizes)))
         except RuntimeError as e:  # gloo: a peer closed its connection, or a timeout
             raise self._failure(e) from e
+        if buffer is not None and self.replica.td_errors is not None:
+            t0 = time.perf_counter()
+            reprioritize(buffer, parts, self.replica.td_errors)
+            self.replica.compute_s += time.perf_counter() - t0
 
     def states(self) -> list[dict[str, Any]]:
         """Every rank's :meth:`Replica.state` (rank 0's first, without its agent: the learner's
@@ -534,9 +641,13 @@ class AllReduceGroup:
             self._take_messages(0.0)
 
     def _scatter(self, command: int, value: int, sizes: list[int] | None = None, grad_norm: bool = False) -> None:
-        """Send every worker rank ``command`` with ``value`` (and its part, packed already)."""
+        """Send every worker rank ``command`` with ``value`` (and its part of ``sizes[r]`` transitions,
+        packed already)."""
+        first, total = 0, sum(sizes) if sizes else 0
         for r, part in enumerate(self.parts):
-            part.ints[:] = command, value, sizes[r] if sizes else 0, grad_norm
+            n = sizes[r] if sizes else 0
+            part.ints[:] = command, value, n, grad_norm, first, total
+            first += n
         try:
             self.coll.scatter(self.parts[0].tensor, [p.tensor for p in self.parts])
         except RuntimeError as e:

@@ -32,7 +32,7 @@ from ..runtime.errors import TaskFailed
 from ..runtime.learner import Learner
 from ..runtime.loop import RunLoop
 from ..runtime.results import RunResult
-from .allreduce import COMM_CHANNELS, AllReduceGroup, Replica
+from .allreduce import COMM_CHANNELS, AllReduceGroup, Replica, reprioritize
 from .faults import check_fault, describe
 from .procwatch import exit_from_pool_error
 from .threads import parent_handles_sigint, pin_torch_threads, torch_threads
@@ -60,14 +60,17 @@ def _step_agent(config: TrainConfig) -> DQNAgent:
 
 def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainConfig,
                     state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
-                    update: int, fault: dict[str, Any] | None = None, grad_norm: bool = False) -> dict[str, Any]:
+                    update: int, fault: dict[str, Any] | None = None, grad_norm: bool = False,
+                    weights: np.ndarray | None = None) -> dict[str, Any]:
     """One optimiser step from a copy of the learner's state, in a worker (errors are returned, not raised).
 
     Loads ``state`` (``online`` weights and optimiser state ``opt``) into a scratch
     agent, computes the TD loss and its gradient (:meth:`DQNAgent.compute_gradients`,
-    the mean over the ``n`` transitions) of ``boards`` ``(n, 4, 4)`` uint8 and ``actions`` ``(n,)`` int64
-    against the precomputed ``targets`` ``(n,)`` float32 (:meth:`DQNAgent.td_targets`,
-    computed by the parent, which holds the same weights: no need to ship the target
+    the mean over the ``n`` transitions, each weighted by ``weights`` ``(n,)`` float32 when
+    given: a prioritized sample's importance-sampling weights) of ``boards`` ``(n, 4, 4)``
+    uint8 and ``actions`` ``(n,)`` int64 against the precomputed ``targets`` ``(n,)`` float32
+    (:meth:`DQNAgent.td_targets`, computed by the parent, which holds the same weights and
+    the transitions' other columns, n-step ``steps`` included: no need to ship the target
     network), backpropagates, clips the gradient norm (``config.max_grad_norm``) and
     takes one step of the config's optimiser.
 
@@ -77,29 +80,34 @@ def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainCon
         ``ok`` True with ``weights``, ``opt`` (new optimiser state), ``diagnostics``
         (:meth:`DQNAgent.diagnostics` of the step: the loss before it and mean max-Q; with
         ``grad_norm``, the gradient norm too, which an n-tuple table's sparse gradient
-        makes cost about a step) and ``compute_s`` (seconds of the step); or ``ok`` False
-        with ``message`` and ``traceback`` text of the exception.
+        makes cost about a step), ``compute_s`` (seconds of the step) and, with ``weights``,
+        ``td_errors`` (``(n,)`` float32 ``|Q(s, a) - y|`` before the step: the new priorities);
+        or ``ok`` False with ``message`` and ``traceback`` text of the exception.
     """
     try:
         with parent_handles_sigint(parent_pid):
             return _train_step(worker, workers, parent_pid, config, state, boards, actions, targets,
-                               update, fault, grad_norm)
+                               update, fault, grad_norm, weights)
     except Exception as e:  # reported to the parent, which raises WorkerError
         return {"ok": False, "message": describe(e), "traceback": traceback.format_exc()}
 
 
 def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
                 state: dict[str, Any], boards: np.ndarray, actions: np.ndarray, targets: np.ndarray,
-                update: int, fault: dict[str, Any] | None, grad_norm: bool) -> dict[str, Any]:
+                update: int, fault: dict[str, Any] | None, grad_norm: bool,
+                weights: np.ndarray | None) -> dict[str, Any]:
     pin_torch_threads(workers, parent_pid)
     check_fault(fault, worker, updates=update)
     t0 = time.perf_counter()
     agent = _step_agent(config)
     agent.set_weights(state["online"])
     load_optimizer_state(agent, state["opt"])
-    agent.step(Minibatch(boards, actions, None, None, None, None), torch.from_numpy(targets), update=update + 1)
+    agent.step(Minibatch(boards, actions, None, None, None, None, weights=weights), torch.from_numpy(targets),
+               update=update + 1)
     out = {"ok": True, "weights": agent.get_weights(), "opt": optimizer_state(agent),
            "diagnostics": agent.diagnostics(grad_norm)}
+    if weights is not None:
+        out["td_errors"] = agent.td_errors()
     out["compute_s"] = time.perf_counter() - t0
     return out
 
@@ -131,7 +139,7 @@ class RoundStats:
 def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequence[Minibatch],
                     coefficients: Sequence[float] | np.ndarray | None,
                     stats: RoundStats | None = None, fault: dict[str, Any] | None = None,
-                    grad_norm: bool = False) -> float:
+                    grad_norm: bool = False, buffer: Any = None) -> float:
     """One update of ``agent`` by K workers, each stepping on one of ``batches``; the
     returned weights (and optimiser states) are averaged into ``agent``.
 
@@ -140,6 +148,10 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     minibatches, equal coefficients). With plain SGD, one step and coefficients
     proportional to shard sizes, the result equals one SGD step on the concatenated
     minibatch: ``sum_k (n_k/B) (w - lr g_k) = w - lr sum_k (n_k/B) g_k``.
+
+    The targets are computed here (n-step ``steps`` included); with prioritized replay
+    each worker also gets its batch's importance-sampling ``weights`` and returns its TD
+    errors, which become the new priorities in ``buffer``.
 
     Parameters
     ----------
@@ -158,6 +170,10 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     grad_norm : bool
         Also measure the workers' gradient norms (the agent's ``grad_norm`` keeps the
         last one measured otherwise); default False.
+    buffer : PrioritizedReplayBuffer, optional
+        The buffer a prioritized sample (``weights`` and ``indices`` set) was drawn from:
+        its slots get the workers' TD errors as priorities
+        (:func:`~dqnlab.parallel.allreduce.reprioritize`). None: no priorities set.
 
     Returns
     -------
@@ -177,7 +193,7 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     try:
         results = parallel(joblib.delayed(train_step_task)(i, k, os.getpid(), agent.config, state,
                                                            batches[i].boards, batches[i].actions, targets[i],
-                                                           agent.updates, fault, grad_norm)
+                                                           agent.updates, fault, grad_norm, batches[i].weights)
                            for i in range(k))
     except Exception as e:  # a dead process (TerminatedWorkerError) or a broken pool
         how = exit_from_pool_error(str(e)) or describe(e).splitlines()[0]
@@ -194,6 +210,8 @@ def parallel_update(parallel: joblib.Parallel, agent: DQNAgent, batches: Sequenc
     agent.updates += 1
     if agent.config.target_update and agent.updates % agent.config.target_update == 0:
         agent.sync_target()
+    if "td_errors" in results[0]:
+        reprioritize(buffer, batches, np.concatenate([r["td_errors"] for r in results]))
     t3 = time.perf_counter()
     if stats is not None:
         compute = np.array([r["compute_s"] for r in results])
@@ -222,8 +240,9 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
 
     The parent is the single learner (:class:`~dqnlab.runtime.learner.Learner`: ``n_envs``
     boards, the replay buffer, epsilon, the replay ratio). Every owed update draws
-    ``sample(learner)`` (augmented by the learner's agent when ``config.augment_symmetry``)
-    and is, by ``options.comm``:
+    ``sample(learner)`` (augmented by the learner's agent when ``config.augment_symmetry``;
+    with ``config.prioritized``, at the learner's annealed importance-sampling exponent,
+    the minibatches carrying their weights) and is, by ``options.comm``:
 
     * ``"allreduce"``: one update of the :class:`~dqnlab.parallel.allreduce.AllReduceGroup`
       of ``replica`` (rank 0 is this process);
@@ -244,11 +263,16 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     first update after each report only (an n-tuple table's sparse gradient makes it
     cost about as much as the step).
 
+    Prioritized replay: after every update the TD errors of every worker's transitions
+    (gathered at rank 0 by the all-reduce, or returned by the joblib workers) become their
+    priorities, as serial's learner sets its own.
+
     ``extra`` goes into the result's ``extra`` (``effective_batch``: the samples one
     update trains on), with ``comm``, ``per_worker``, ``rounds`` (updates),
     ``round_ms_mean`` (ms per update of the joblib round, or of rank 0's collectives),
     with all-reduce ``comm_bytes_per_update`` (bytes rank 0 broadcast and all-reduced
-    per update) and the replica's counters. ``checkpoint`` (a
+    per update), the replica's counters and ``replay`` (the buffer's
+    :meth:`~dqnlab.replay.ReplayBuffer.statistics`). ``checkpoint`` (a
     :class:`~dqnlab.runtime.checkpoint.Checkpointer`): the learner, the round statistics
     and, where the ranks' models differ, each rank's state, so that a resumed run
     continues exactly, with the same number of workers.
@@ -298,7 +322,8 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                             agent.get_weights() if group is None else group.final_weights(), status,
                             options.to_dict(), extra={**extra, "comm": comm, **own, "per_worker": per_worker,
                                    "torch_threads_per_worker": torch_threads(workers), "rounds": rounds,
-                                   "round_ms_mean": 1000 * round_s / rounds if rounds else None})
+                                   "round_ms_mean": 1000 * round_s / rounds if rounds else None,
+                                   "replay": learner.buffer.statistics()})
 
     def state() -> dict[str, Any]:
         out = {"comm": comm, "learner": learner.state_dict()}
@@ -312,14 +337,17 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
 
     def one_update(parallel: joblib.Parallel | None, grad_norm: bool) -> None:
         t0 = time.perf_counter()
+        if config.prioritized:
+            learner.buffer.beta = learner.priority_beta
         batches = [agent.augment(b) for b in sample(learner)]  # (config.augment_symmetry) by the learner's stream
         learner.timing["learning"] += time.perf_counter() - t0
         parts, coefficients = split(batches)
         if group is not None:
-            group.update(parts, normalised_coefficients(workers, coefficients), grad_norm)
+            group.update(parts, normalised_coefficients(workers, coefficients), grad_norm, learner.buffer)
             learner.last_loss = agent.diagnostics(grad_norm=False)["loss"]
         else:
-            learner.last_loss = parallel_update(parallel, agent, parts, coefficients, stats, fault, grad_norm)
+            learner.last_loss = parallel_update(parallel, agent, parts, coefficients, stats, fault, grad_norm,
+                                                learner.buffer)
 
     def rounds() -> None:
         with contextlib.ExitStack() as stack:

@@ -3,7 +3,10 @@
 * :class:`SharedArrays` -- named NumPy arrays in one ``multiprocessing.shared_memory`` block;
 * :func:`bind_agent` -- make a :class:`~dqnlab.DQNAgent`'s parameters (and Adam state) views of the block;
 * :class:`SharedReplay` -- a replay buffer in the block, written by K workers (one segment each),
-  sampled by all (the :class:`~dqnlab.ReplayBuffer` protocol);
+  sampled by all (a :class:`~dqnlab.ReplayBuffer`);
+* :class:`SharedPrioritizedReplay` -- the same sampled in proportion to priorities (a
+  :class:`~dqnlab.replay.PrioritizedReplayBuffer`), on one sum tree in the block whose writes hold a
+  lock (:class:`LockedSumTree`) and whose reads take none; :func:`shared_replay` picks one of the two;
 * :class:`FileLock` -- an inter-process lock that a crashed holder cannot leave locked.
 
 The block's arrays are named as ``dqnlab.schemes.shared.shared_layout`` lays them out.
@@ -11,6 +14,7 @@ The block's arrays are named as ``dqnlab.schemes.shared.shared_layout`` lays the
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -21,10 +25,11 @@ import numpy as np
 import torch
 
 from ..agent.dqn import DQNAgent
-from ..replay import Minibatch
+from ..replay import FIELDS, Minibatch, PrioritizedReplayBuffer, ReplayBuffer, SumTree
 from .tasks import split_budget
 
-__all__ = ["Spec", "SharedArrays", "bind_agent", "SharedReplay", "FileLock"]
+__all__ = ["Spec", "SharedArrays", "bind_agent", "SharedReplay", "SharedPrioritizedReplay", "LockedSumTree",
+           "shared_replay", "FileLock"]
 
 #: Array name -> (shape, dtype name).
 Spec = dict[str, tuple[tuple[int, ...], str]]
@@ -149,83 +154,304 @@ def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
         off += n
 
 
-class SharedReplay:
-    """Worker ``k``'s view of the shared replay buffer (the API of :class:`~dqnlab.ReplayBuffer`).
+def _in_block(view: str, doc: str) -> property:
+    """A property that reads and writes element 0 of the ``(1,)`` int64 view ``self.<view>`` into the block."""
 
-    Capacity ``C`` is split into K contiguous segments; :meth:`add_batch` writes into
-    this worker's segment only (a FIFO ring), publishing its new size after the data;
-    :meth:`sample` draws uniformly, with replacement, from the filled slots of all
-    segments. Reads take no lock: a slot being overwritten may be read half-new.
+    def get(self: Any) -> int:
+        return int(getattr(self, view)[0])
+
+    def put(self: Any, value: int) -> None:
+        getattr(self, view)[0] = value
+
+    return property(get, put, doc=doc)
+
+
+class _Segment(ReplayBuffer):
+    """Worker ``k``'s segment of the block as a :class:`~dqnlab.ReplayBuffer` (its FIFO ring), so that
+    :meth:`ReplayBuffer.add_batch` checks, writes and counts the transitions: ``arrays`` are views of
+    slots ``lo .. lo + cap - 1`` of the block, ``pos``/``size`` its ``seg_pos[k]``/``seg_size[k]``.
+    ``add_batch`` writes the data first and ``size`` last, which publishes the new slots.
+
+    ``ReplayBuffer.__init__`` is not called: it would allocate arrays and zero the block's positions
+    (those of a resumed run among them).
+    """
+
+    def __init__(self, arrays: "SharedArrays", worker: int, lo: int, cap: int):
+        self.capacity, self.added = cap, 0
+        self.arrays = {name: arrays[name][lo:lo + cap] for name in FIELDS}
+        self._pos, self._size = arrays["seg_pos"][worker:worker + 1], arrays["seg_size"][worker:worker + 1]
+
+    pos = _in_block("_pos", "Next slot of the segment to write (the block's ``seg_pos[k]``).")
+    size = _in_block("_size", "Filled slots of the segment (the block's ``seg_size[k]``).")
+
+
+class SharedReplay(ReplayBuffer):
+    """Worker ``k``'s view of the shared replay buffer (a :class:`~dqnlab.ReplayBuffer`).
+
+    Capacity ``C`` (the block's) is split into K contiguous segments; :meth:`add_batch` writes into
+    this worker's segment only (a FIFO ring, :class:`_Segment`), publishing its new size after the
+    data; :meth:`sample` draws uniformly, with replacement, from the filled slots of all segments
+    (``len()`` of them). Reads take no lock: a slot being overwritten may be read half-new.
 
     Parameters
     ----------
     arrays : SharedArrays
         Holding the replay arrays of ``dqnlab.schemes.shared.shared_layout``.
-    worker, workers : int
-        This worker's index and K.
-    seed : int
+    worker : int or None
+        This worker's index; None: a reader (the parent's view, for :meth:`statistics`), which cannot add.
+    workers : int
+        K.
+    seed : int, optional
         Seeds this worker's sampling.
+
+    Attributes
+    ----------
+    added : int
+        Transitions this worker added (the parent sums the workers', :meth:`sum_counters`).
     """
 
-    FIELDS = ("boards", "actions", "rewards", "next_boards", "dones", "next_masks")
+    #: This worker's own counters (in its state, summed over workers by the parent).
+    COUNTERS: tuple[str, ...] = ("added",)
 
-    def __init__(self, arrays: SharedArrays, worker: int, workers: int, seed: int | None = None):
-        self.a = arrays
-        self.worker = worker
-        caps = split_budget(len(arrays["actions"]), workers)
+    def __init__(self, arrays: SharedArrays, worker: int | None, workers: int, seed: int | None = None):
+        # not ReplayBuffer.__init__: the storage is the block's
+        self.capacity = len(arrays["actions"])
+        caps = split_budget(self.capacity, workers)
         self.los = np.cumsum([0] + caps[:-1]).astype(np.int64)
-        self.cap = int(caps[worker])
-        self.lo = int(self.los[worker])
+        self.worker = worker
+        self.arrays = {name: arrays[name] for name in FIELDS}
+        self._seg_size = arrays["seg_size"]
+        self.segment = None if worker is None else _Segment(arrays, worker, int(self.los[worker]), caps[worker])
         self.rng = np.random.default_rng(seed)
         self.added = 0
 
-    def __len__(self) -> int:
-        return int(self.a["seg_size"].sum())
+    @property
+    def size(self) -> int:  # type: ignore[override]
+        """Filled slots of all segments."""
+        return int(self._seg_size.sum())
+
+    def held(self) -> np.ndarray:
+        """``(size,)`` int64: the filled slots of all segments, in order."""
+        sizes = self._seg_size.copy()
+        return np.concatenate([np.arange(lo, lo + n, dtype=np.int64) for lo, n in zip(self.los, sizes)])
 
     def add_batch(self, boards: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_boards: np.ndarray,
-                  dones: np.ndarray, next_masks: np.ndarray) -> None:
-        """Append ``N`` transitions to this worker's segment (shapes as :class:`~dqnlab.Minibatch`)."""
-        batch = (boards, actions, rewards, next_boards, dones, next_masks)
-        n = len(actions)
-        if n > self.cap:
-            batch = tuple(v[-self.cap:] for v in batch)
-            n = self.cap
-        pos, size = int(self.a["seg_pos"][self.worker]), int(self.a["seg_size"][self.worker])
-        idx = self.lo + (pos + np.arange(n)) % self.cap
-        for name, value in zip(self.FIELDS, batch):
-            self.a[name][idx] = value
-        self.a["seg_pos"][self.worker] = (pos + n) % self.cap
-        self.a["seg_size"][self.worker] = min(size + n, self.cap)  # publish after the data is written
-        self.added += n
-
-    def sample(self, batch_size: int) -> Minibatch:
-        """``batch_size`` transitions uniformly from all segments' filled slots.
+                  dones: np.ndarray, next_masks: np.ndarray, steps: np.ndarray | None = None) -> np.ndarray | slice:
+        """Append ``N`` transitions to this worker's segment: :meth:`ReplayBuffer.add_batch` (same arguments,
+        checks and errors), returning the slots written in the whole buffer (``0 .. C - 1``).
 
         Raises
         ------
         ValueError
-            If the buffer is empty.
+            As :meth:`ReplayBuffer.add_batch`.
+        RuntimeError
+            For a reader (``worker`` None).
         """
-        sizes = self.a["seg_size"].copy()
-        total = int(sizes.sum())
-        if total == 0:
-            raise ValueError("cannot sample from an empty replay buffer")
-        i = self.rng.integers(0, total, size=batch_size)
+        if self.segment is None:
+            raise RuntimeError("a reader's view of the shared replay buffer (worker None) cannot add transitions")
+        idx = self.segment.add_batch(boards, actions, rewards, next_boards, dones, next_masks, steps)
+        self.added += len(actions)
+        lo = int(self.los[self.worker])
+        return slice(idx.start + lo, idx.stop + lo) if isinstance(idx, slice) else idx + lo
+
+    def sample(self, batch_size: int) -> Minibatch:
+        """``batch_size`` transitions uniformly, with replacement, from all segments' filled slots (a
+        :class:`~dqnlab.Minibatch` with ``steps``; no ``weights`` or ``indices``).
+
+        Raises
+        ------
+        ValueError
+            If the buffer is empty or ``batch_size`` is not an integer >= 1.
+        """
+        self._check_sample(batch_size)
+        sizes = self._seg_size.copy()
+        i = self.rng.integers(0, int(sizes.sum()), size=batch_size)
         ends = np.cumsum(sizes)
         seg = np.searchsorted(ends, i, side="right")
-        idx = self.los[seg] + i - (ends[seg] - sizes[seg])
-        a = self.a
-        return Minibatch(a["boards"][idx], a["actions"][idx].astype(np.int64), a["rewards"][idx],
-                         a["next_boards"][idx], a["dones"][idx], a["next_masks"][idx])
+        return self.gather(self.los[seg] + i - (ends[seg] - sizes[seg]))
+
+    def counters(self) -> dict[str, Any]:
+        """This worker's :attr:`COUNTERS` (and, prioritized, its ``beta``)."""
+        return {name: getattr(self, name) for name in self.COUNTERS}
+
+    def load_counters(self, counters: dict[str, Any]) -> None:
+        """Set :meth:`counters` output (a counter missing from an older state stays 0)."""
+        for name in self.COUNTERS:
+            setattr(self, name, type(getattr(self, name))(counters.get(name, 0)))
+
+    def sum_counters(self, counters: list[dict[str, Any] | None]) -> dict[str, Any]:
+        """The workers' :meth:`counters` (None: none yet) together: counters summed, ``beta`` the largest."""
+        given = [c for c in counters if c is not None]
+        out: dict[str, Any] = {name: sum(c.get(name, 0) for c in given) for name in self.COUNTERS}
+        if any("beta" in c for c in given):
+            out["beta"] = max(c["beta"] for c in given if "beta" in c)
+        return out
 
     def state_dict(self) -> dict[str, Any]:
-        """This worker's own part (its sampling stream and count); the contents are in the block."""
-        return {"rng": self.rng.bit_generator.state, "added": self.added}
+        """This worker's own part (its sampling stream and :meth:`counters`); the contents are in the block."""
+        return {"rng": self.rng.bit_generator.state, **self.counters()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
         self.rng.bit_generator.state = state["rng"]
-        self.added = int(state["added"])
+        self.load_counters(state)
+
+
+class LockedSumTree(SumTree):
+    """A :class:`~dqnlab.replay.SumTree` whose writes (:meth:`set`) hold ``lock``; reads take none.
+
+    Parameters
+    ----------
+    capacity : int
+        Leaves.
+    tree : (2 P,) float64 array
+        The storage (in the block).
+    lock : FileLock or None
+        Held around each :meth:`set` (None: no lock, one process).
+    """
+
+    def __init__(self, capacity: int, tree: np.ndarray, lock: FileLock | None):
+        super().__init__(capacity, tree)
+        self.lock = lock
+
+    def set(self, idx: np.ndarray | slice, priorities: np.ndarray | float) -> None:
+        """:meth:`SumTree.set <dqnlab.replay.SumTree.set>` under the lock."""
+        with self.lock if self.lock is not None else contextlib.nullcontext():
+            super().set(idx, priorities)
+
+
+class SharedPrioritizedReplay(PrioritizedReplayBuffer, SharedReplay):
+    """Worker ``k``'s view of a shared buffer sampled in proportion to priorities: the proportional
+    prioritized replay of :class:`~dqnlab.replay.PrioritizedReplayBuffer` (Schaul et al. 2016; its
+    code: priorities, new transitions at the largest priority, IS weights, updates, statistics) over
+    :class:`SharedReplay`'s segments.
+
+    One :class:`LockedSumTree` covers the whole capacity (the block's ``priority_tree``), with the
+    largest priority so far in the block's ``max_priority``; slots not filled have priority 0.
+    :meth:`sample` draws over the filled slots of all segments, with importance weights
+    ``(N P(i)) ** -beta`` (``N`` the filled slots of all segments) and the slots (``indices``);
+    after an update the worker hands its TD errors back with :meth:`update_priorities`.
+
+    **Lock discipline.**
+
+    * Tree writes hold the tree lock (``lock``, a :class:`FileLock` of its own, not the update lock):
+      the priorities :meth:`add_batch` gives new transitions (after their data and size are
+      published) and those :meth:`update_priorities` sets, and raising ``max_priority``. Each write
+      recomputes the sums above its leaves from their children, so under the lock every inner node
+      stays the sum of its children; two unlocked writers could leave a stale sum for good. Under
+      Hogwild (``lock=False``) the tree is still locked.
+    * Sampling reads the tree without a lock. A read concurrent with a write may see a leaf
+      updated and the sums above it not yet (a few microseconds): the draw then follows slightly
+      stale sums, ``P(i)`` and the IS weight of that leaf are off by the change, and a draw can land
+      on a leaf of priority 0 (an unfilled slot). Draws onto priority-0 leaves (from this or from
+      rounding in :meth:`SumTree.find <dqnlab.replay.SumTree.find>`) are drawn again, so a sample never
+      holds a slot without data: a slot's priority is set after its data is written and its size
+      published, so priority > 0 means it holds a transition (a slot just published has priority 0
+      for a moment: it is not drawn, nor counted in the statistics' priorities).
+
+    Parameters
+    ----------
+    arrays, worker, workers, seed
+        As :class:`SharedReplay` (the block also holds ``priority_tree`` and ``max_priority``).
+    alpha, eps : float
+        As :class:`~dqnlab.replay.PrioritizedReplayBuffer`.
+    lock : FileLock, optional
+        The tree lock (None: no lock, for one process).
+
+    Attributes
+    ----------
+    beta : float
+        This worker's IS exponent (set by its learner).
+    priority_updates, given_priorities, weights_sum, weights_n
+        This worker's counters (in its state; the parent sums them, :meth:`sum_counters`).
+
+    Raises
+    ------
+    ValueError
+        For ``alpha`` or ``eps`` out of range.
+    """
+
+    COUNTERS = ("added", "priority_updates", "given_priorities", "weights_sum", "weights_n")
+    #: Rounds of drawing again the draws that landed on a priority-0 leaf, before a uniform fallback.
+    REDRAWS = 8
+
+    def __init__(self, arrays: SharedArrays, worker: int | None, workers: int, seed: int | None = None,
+                 alpha: float = 0.6, eps: float = 1e-6, lock: FileLock | None = None):
+        SharedReplay.__init__(self, arrays, worker, workers, seed)
+        self._max, self._lock = arrays["max_priority"], lock
+        self._init_priorities(alpha, eps, LockedSumTree(self.capacity, arrays["priority_tree"], lock))
+
+    @property
+    def max_priority(self) -> float:  # type: ignore[override]
+        """The largest priority set so far, by any worker (at least 1)."""
+        return float(self._max[0])
+
+    @max_priority.setter
+    def max_priority(self, value: float) -> None:
+        if value > self._max[0]:  # only ever raised, under the tree lock
+            with self._lock if self._lock is not None else contextlib.nullcontext():
+                self._max[0] = max(self._max[0], value)
+
+    def _draw(self, batch_size: int) -> np.ndarray:
+        """``(B,)`` int64 slots drawn in proportion to priority over the whole buffer (stratified); a draw
+        onto a priority-0 leaf is drawn again (:attr:`REDRAWS` rounds), then replaced by a slot of
+        priority > 0 drawn uniformly (reached only if the tree reads wrong over and over).
+
+        Raises
+        ------
+        ValueError
+            If no slot has a priority yet.
+        """
+        tree = self.tree
+        idx = tree.sample(batch_size, self.rng)
+        for _ in range(self.REDRAWS):
+            bad = np.flatnonzero(tree[idx] <= 0.0)
+            if not bad.size:
+                return idx
+            idx[bad] = tree.sample(len(bad), self.rng)
+        bad = np.flatnonzero(tree[idx] <= 0.0)
+        if bad.size:
+            held = np.flatnonzero(tree[:] > 0.0)
+            if not held.size:
+                raise ValueError("cannot sample from a prioritized replay buffer whose priorities are not set yet")
+            idx[bad] = held[self.rng.integers(0, len(held), len(bad))]
+        return idx
+
+    def _check_slots(self, indices: np.ndarray) -> None:
+        """Raise ValueError unless each of ``indices`` is a filled slot of some segment."""
+        sizes = self._seg_size.copy()
+        seg = np.clip(np.searchsorted(self.los, indices, side="right") - 1, 0, len(sizes) - 1)
+        ok = (indices >= 0) & (indices < self.capacity) & (indices - self.los[seg] < sizes[seg])
+        if not ok.all():
+            raise ValueError(f"indices must be filled slots of the shared buffer, got {indices[~ok][:5].tolist()} "
+                             f"(segments start at {self.los.tolist()} and hold {sizes.tolist()})")
+
+    def _held_priorities(self) -> np.ndarray:
+        """Priorities of the filled slots of all segments (whose priority is set: > 0)."""
+        p = self.tree[self.held()]
+        return p[p > 0.0]
+
+    def counters(self) -> dict[str, Any]:
+        return {**SharedReplay.counters(self), "beta": self.beta}
+
+    def load_counters(self, counters: dict[str, Any]) -> None:
+        SharedReplay.load_counters(self, counters)
+        self.beta = float(counters.get("beta", self.beta))
+
+    # this worker's own part, not PrioritizedReplayBuffer's contents: those are in the block
+    state_dict = SharedReplay.state_dict
+    load_state_dict = SharedReplay.load_state_dict
+
+
+def shared_replay(arrays: SharedArrays, worker: int | None, workers: int, config: Any, seed: int | None = None,
+                  tree_lock: FileLock | None = None) -> SharedReplay:
+    """The view of the block's replay buffer a :class:`~dqnlab.TrainConfig` asks for:
+    :class:`SharedPrioritizedReplay` (``priority_alpha``, ``priority_eps``, the tree lock) when
+    ``config.prioritized``, else :class:`SharedReplay`."""
+    if config.prioritized:
+        return SharedPrioritizedReplay(arrays, worker, workers, seed, config.priority_alpha, config.priority_eps,
+                                       tree_lock)
+    return SharedReplay(arrays, worker, workers, seed)
 
 
 class FileLock:
@@ -256,6 +482,13 @@ class FileLock:
         import fcntl
 
         fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
     def close(self) -> None:
         """Close this process's descriptor (releasing the lock if held)."""

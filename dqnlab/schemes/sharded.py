@@ -23,6 +23,14 @@ changes. Two ways to combine the workers (the ``comm`` option):
   parameter servers of Gorila, Nair et al. 2015, arXiv:1507.04296; Zinkevich et al. 2010
   with one local step); with Adam it is not (each worker normalises its own shard's
   gradient), and a round trip of the whole state costs more than the update.
+
+Prioritized replay (``config.prioritized``): the minibatch is sampled once, its
+importance-sampling weights normalised over all of it, and the shards carry them; after
+every update the TD error of each transition, computed by the worker that trained on it,
+becomes its priority (over all-reduce, carried in the gradient's all-reduce: ``B`` floats
+more; over joblib, returned with the weights), so the update and the priorities are those
+of one learner on the whole minibatch. n-step returns (``config.n_step``): the shards
+carry each transition's span (joblib: the parent computes the targets).
 """
 
 from __future__ import annotations
@@ -59,7 +67,8 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
     -------
     (shards, sizes)
         ``k`` Minibatches (sizes ``B // k`` or ``B // k + 1``, as
-        :func:`numpy.array_split`) and their ``(k,)`` int64 sizes.
+        :func:`numpy.array_split`; every field sliced alike, those None stay None) and
+        their ``(k,)`` int64 sizes.
 
     Raises
     ------
@@ -70,7 +79,8 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
     if not 1 <= k <= b:
         raise ValueError(f"cannot split a minibatch of {b} transitions into {k} shards: batch_size must be >= workers")
     bounds = np.cumsum([0] + [b // k + (1 if i < b % k else 0) for i in range(k)])
-    shards = [Minibatch(*(field[lo:hi] for field in batch)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    shards = [Minibatch(*(None if field is None else field[lo:hi] for field in batch))
+              for lo, hi in zip(bounds[:-1], bounds[1:])]
     return shards, np.diff(bounds).astype(np.int64)
 
 
@@ -80,15 +90,21 @@ class Replica(allreduce.Replica):
     def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
         """Gradient of this rank's shard, all-reduced into the whole minibatch's; the same step at every rank.
 
-        ``batch``: this rank's shard; ``share``: its size over the minibatch's.
+        ``batch``: this rank's shard; ``share``: its size over the minibatch's. With prioritized
+        replay each transition's loss is weighted by its importance-sampling weight (normalised
+        over the whole minibatch when it was sampled), and the shards' TD errors travel in the
+        same all-reduce (:meth:`error_carry`: ``B`` floats more), so that rank 0 has them all.
         """
         agent = self.agent
         # 1. the TD loss of this rank's shard and its gradient (the mean over the shard)
         loss = agent.compute_gradients(batch, agent.td_targets(batch))
         q_max = agent.diagnostics(grad_norm=False)["q_max_mean"]
         # 2. all-reduce: sum over ranks of share_k * (gradient_k, loss_k, q_k) = the whole minibatch's
+        #    (and, prioritized, every shard's TD errors, unweighted)
         grads = [p.grad for p in agent.online.parameters() if p.grad is not None]
-        loss, q_max = self.coll.allreduce_weighted(grads, [loss, q_max], share)
+        carry = self.error_carry()
+        loss, q_max = self.coll.allreduce_weighted(grads, [loss, q_max], share, carry)
+        self.gather_errors(carry, reduced=True)
         # 3. the same clipped optimiser step at every rank (a non-finite loss: no step anywhere)
         allreduce.finite_or_raise(loss, agent.updates + 1)
         norm = agent.diagnostics(grad_norm=True)["grad_norm"] if grad_norm else None

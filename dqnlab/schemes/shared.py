@@ -29,12 +29,19 @@ per-worker ones. Under Hogwild the moments are updated racily like the weights.
 The replay buffer is split into K contiguous segments: worker k writes only into
 segment k (its own FIFO, no write lock needed), and every worker samples uniformly
 from all filled slots of all segments, so each trains on everybody's experience.
+Transitions are n-step ones (``config.n_step``) as each worker makes them from its own
+boards. With ``config.prioritized`` the block also holds one sum tree over the whole
+capacity and the largest priority so far: every worker samples in proportion to the
+priorities of all segments (proportional prioritized replay, Schaul et al. 2016), with
+importance weights annealed by the env steps of all workers, and after each update
+writes its TD errors back as priorities, outside the update lock and under a tree lock
+of its own (see :class:`~dqnlab.parallel.shm.SharedPrioritizedReplay`).
 The target network is copied from the online one every ``target_update`` updates of
 the shared update counter. Epsilon and ``learning_starts`` count env steps of all
 workers together (one learner).
 
 This scheme is single-machine by nature (shared memory): it always runs on joblib's
-``loky`` backend. The block and the lock file are removed on every path out.
+``loky`` backend. The block and the lock files are removed on every path out.
 """
 
 from __future__ import annotations
@@ -49,13 +56,14 @@ from typing import Any
 
 import numpy as np
 
-from ..agent.dqn import DQNAgent, epsilon_at
+from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at
 from ..config import TrainConfig
 from ..options import SchemeOptions, option
-from ..parallel.shm import FileLock, SharedArrays, SharedReplay, Spec, bind_agent
+from ..parallel.shm import FileLock, SharedArrays, SharedReplay, Spec, bind_agent, shared_replay
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
 from ..parallel.workers import LearnerTask, LearnerWorkers
+from ..replay import SumTree, update_priorities
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import Learner, worker_seeds
@@ -101,12 +109,17 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         summed under the lock; Hogwild may lose increments, see ``lost_increments``),
         ``target_syncs`` (0 with ``target_update == 1``: the target is the online
         network), ``optimizer_state`` (``"shared"``: Adam's moments live in the block
-        like the weights), ``lock``.
+        like the weights), ``lock``, ``replay``: the shared buffer's
+        :meth:`~dqnlab.ReplayBuffer.statistics` (with prioritized replay the priorities',
+        :meth:`~dqnlab.replay.PrioritizedReplayBuffer.statistics`): capacity, size and
+        priorities of the whole buffer, the workers' counters (``added``,
+        ``priority_updates``, ``given_priorities``, the importance weights' mean) summed, and
+        ``beta`` the largest worker's; each ``per_worker`` row has its own counters as ``replay``.
 
     Raises
     ------
     ValueError
-        If ``buffer_size`` < ``workers``, or ``options.lock`` on Windows.
+        If ``buffer_size`` < ``workers``, or ``options.lock`` or ``config.prioritized`` on Windows.
     WorkerError
         If a worker fails; ``err.partial`` holds the episodes and model so far.
 
@@ -121,7 +134,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     between two steps and waits, and with all of them waiting the parent copies the
     whole block (model, target, Adam, replay, counters). A resumed run restores all
     of it exactly; what it does next is as timing-dependent as any run of this
-    scheme with K > 1 (the workers' updates interleave differently).
+    scheme with K > 1 (the workers' updates interleave differently). The priority tree is
+    in the block; each worker's replay counters are in its state.
     """
     if config.buffer_size < workers:
         raise ValueError(f"shared needs buffer_size >= workers (one replay segment each), "
@@ -130,6 +144,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
     if options.lock and sys.platform == "win32":
         raise ValueError("shared with lock=True needs a POSIX system (fcntl); use lock=False on Windows")
+    if config.prioritized and sys.platform == "win32":
+        raise ValueError("shared with prioritized replay needs a POSIX system (fcntl: the priority tree's lock)")
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
     shapes = [(name, v.shape) for name, v in init.online.state_dict().items()]
     n_params = sum(int(np.prod(s)) for _, s in shapes)
@@ -137,7 +153,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     arrays = SharedArrays.create(shared_layout(config, workers, n_params, len(shapes)))
     parent = _Parent(workers, config.batch_size, arrays)
     final: dict[str, Any] = {}  # what the block held when it was released
-    lock_path = None
+    lock_path = tree_lock_path = None
+    replay: list[SharedReplay] = []  # the parent's reader view of the buffer, while the block is there
     resumed = _checkpoint.state if _checkpoint is not None else None
 
     def weights() -> dict[str, np.ndarray]:
@@ -154,13 +171,23 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         progress = parent.progress()
         counter = final.get("counter", int(arrays["updates_total"][0]) if arrays.arrays else progress.updates)
         syncs = final.get("target_syncs", int(arrays["target_syncs"][0]) if arrays.arrays else 0)
-        per_worker = [{**w, "lock_wait_s": latest["lock_wait_s"]} for w, latest in zip(parent.per_worker(), parent.latest)]
+        per_worker = [{**w, "lock_wait_s": latest["lock_wait_s"], "replay": latest["replay"]}
+                      for w, latest in zip(parent.per_worker(), parent.latest)]
         return build_result("shared", config, workers, loop, progress, weights(), status, options.to_dict(),
                             {"per_worker": per_worker, "lock": options.lock,
                              "lock_wait_s": sum(w["lock_wait_s"] for w in parent.latest),
                              "updates_counter": counter, "lost_increments": progress.updates - counter,
                              "target_syncs": syncs, "optimizer_state": "shared",
+                             "replay": final["replay"] if "replay" in final else replay_statistics(),
                              "torch_threads_per_worker": torch_threads(workers)})
+
+    def replay_statistics() -> dict[str, Any] | None:
+        """The buffer's statistics now: the block's figures, the workers' counters summed (None: no view)."""
+        if not replay:
+            return None
+        view = replay[0]
+        view.load_counters(view.sum_counters([w["replay"] for w in parent.latest]))
+        return view.statistics()
 
     try:
         if resumed is None:  # the model every worker trains starts as learner 0's would
@@ -169,13 +196,19 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
             if len(arrays["target"]):
                 arrays["target"][:] = arrays["theta"]
         else:
-            arrays.load(resumed["arrays"])
+            # (a checkpoint from before n-step returns has no steps: one-step transitions)
+            arrays.load({"steps": np.ones(config.buffer_size, np.uint8), **resumed["arrays"]})
             parent.restore(resumed)
         if options.lock:
             fd, lock_path = tempfile.mkstemp(prefix="dqnlab-shared-", suffix=".lock")
             os.close(fd)
+        if config.prioritized:  # the priority tree's writes: a lock of their own, under Hogwild too
+            fd, tree_lock_path = tempfile.mkstemp(prefix="dqnlab-shared-", suffix=".tree.lock")
+            os.close(fd)
+        replay.append(shared_replay(arrays, None, workers, config))  # (before the workers: it may set max_priority)
         loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
-        tasks = [dict(handle=arrays.handle, lock_path=lock_path, config=config, worker=k, workers=workers,
+        tasks = [dict(handle=arrays.handle, lock_path=lock_path, tree_lock_path=tree_lock_path, config=config,
+                      worker=k, workers=workers,
                       budget=budgets[k], clock=RunClock.of(loop), report_every_s=loop.report_every_s / 2,
                       fault=_fault, checkpointing=_checkpoint is not None,
                       resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
@@ -188,10 +221,14 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     finally:
         final.update(weights=weights(), counter=int(arrays["updates_total"][0]),
                      target_syncs=int(arrays["target_syncs"][0]))
+        if replay:
+            final["replay"] = replay_statistics()
+            replay.clear()  # (its views into the block go before the block)
         arrays.close()
         arrays.unlink()
-        if lock_path is not None:
-            os.unlink(lock_path)
+        for path in (lock_path, tree_lock_path):
+            if path is not None:
+                os.unlink(path)
 
 
 def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: int) -> Spec:
@@ -203,8 +240,11 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     with plain SGD); ``adam_step``: one float32 step count per parameter tensor;
     ``updates_total``, ``target_syncs``: ``(1,)`` int64
     shared counters; ``env_steps``, ``updates``: ``(K,)`` int64, each worker writes its
-    own; replay arrays of capacity ``buffer_size`` as in :class:`~dqnlab.ReplayBuffer`
-    with ``seg_size``/``seg_pos`` ``(K,)`` int64 per segment.
+    own; replay arrays of capacity ``C = buffer_size`` as in :class:`~dqnlab.ReplayBuffer`
+    (``steps`` among them) with ``seg_size``/``seg_pos`` ``(K,)`` int64 per segment; with
+    ``config.prioritized`` also ``priority_tree``, the ``(2 P,)`` float64 array of a
+    :class:`~dqnlab.replay.SumTree` over the C slots (``P`` the power of two >= C), and
+    ``max_priority``, ``(1,)`` float64.
     """
     c, k = config.buffer_size, workers
     n_target = 0 if config.target_update == 1 else n_params
@@ -217,17 +257,24 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
         "env_steps": ((k,), "int64"), "updates": ((k,), "int64"),
         "boards": ((c, 4, 4), "uint8"), "actions": ((c,), "uint8"), "rewards": ((c,), "float32"),
         "next_boards": ((c, 4, 4), "uint8"), "dones": ((c,), "bool"), "next_masks": ((c, 4), "bool"),
-        "seg_size": ((k,), "int64"), "seg_pos": ((k,), "int64"),
+        "steps": ((c,), "uint8"), "seg_size": ((k,), "int64"), "seg_pos": ((k,), "int64"),
+        **({"priority_tree": ((SumTree.size_for(c),), "float64"), "max_priority": ((1,), "float64")}
+           if config.prioritized else {}),
     }
 
 
 # ----------------------------------------------------------------------------- a worker
 class _SharedLearner(Learner):
-    """A :class:`Learner` whose buffer and model live in shared memory."""
+    """A :class:`Learner` whose buffer and model live in shared memory.
 
-    def __init__(self, config: TrainConfig, worker: int, workers: int, arrays: SharedArrays, lock: FileLock | None):
+    ``lock``: the update lock (None: Hogwild); ``tree_lock``: the priority tree's (prioritized replay).
+    """
+
+    def __init__(self, config: TrainConfig, worker: int, workers: int, arrays: SharedArrays, lock: FileLock | None,
+                 tree_lock: FileLock | None = None):
         super().__init__(config, worker=worker)
-        self.buffer = SharedReplay(arrays, worker, workers, seed=worker_seeds(config.seed, worker)[1])
+        self.buffer = shared_replay(arrays, worker, workers, config, seed=worker_seeds(config.seed, worker)[1],
+                                    tree_lock=tree_lock)
         bind_agent(self.agent, arrays)
         self.arrays, self.lock = arrays, lock
         self.lock_wait = 0.0
@@ -257,6 +304,11 @@ class _SharedLearner(Learner):
         """Epsilon from the env steps and updates of all workers together."""
         return epsilon_at(self.config, self._global_env_steps(), int(self.arrays["updates_total"][0]))
 
+    @property
+    def priority_beta(self) -> float:
+        """Importance-sampling exponent from the env steps of all workers together (and the run's seconds)."""
+        return priority_beta_at(self.config, self._global_env_steps(), time.perf_counter() - self.clock0)
+
     def learning_ready(self) -> bool:
         return self._global_env_steps() >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size
 
@@ -266,13 +318,20 @@ class _SharedLearner(Learner):
         return n
 
     def learn(self, max_updates: int | None = None) -> int:
-        """Do the owed updates on the shared model (under the lock if there is one)."""
+        """Do the owed updates on the shared model (under the lock if there is one).
+
+        With prioritized replay, the buffer samples at :attr:`priority_beta` and each update's TD
+        errors become the priorities of its slots after the update lock is released (the tree has a
+        lock of its own).
+        """
         n = self.owed_updates() if max_updates is None else min(max_updates, self.owed_updates())
         if n <= 0:
             return 0
         t0 = time.perf_counter()
         wait = 0.0
         c, agent, a = self.config, self.agent, self.arrays
+        if c.prioritized:
+            self.buffer.beta = self.priority_beta
         for _ in range(n):
             batch = self.buffer.sample(c.batch_size)
             if self.lock is not None:
@@ -291,6 +350,7 @@ class _SharedLearner(Learner):
                 if self.lock is not None:
                     self.lock.release()
             self.last_loss = value
+            update_priorities(self.buffer, batch, agent.td_errors)  # (this worker's own last gradient's)
         self.spend_updates(n)
         self.lock_wait += wait
         self.timing["learning"] += time.perf_counter() - t0 - wait
@@ -301,25 +361,27 @@ class _Parent(LearnerWorkers):
     """What the parent knows of the workers; a checkpoint also copies the whole block."""
 
     def __init__(self, workers: int, batch_size: int, arrays: SharedArrays):
-        super().__init__(workers, batch_size, {"lock_wait_s": 0.0})
+        super().__init__(workers, batch_size, {"lock_wait_s": 0.0, "replay": None})
         self.arrays = arrays
 
     def absorb_extra(self, k: int, state: dict[str, Any]) -> dict[str, Any]:
-        return {"lock_wait_s": float(state["learner"]["lock_wait"])}
+        buffer = state["learner"]["buffer"]
+        return {"lock_wait_s": float(state["learner"]["lock_wait"]),
+                "replay": {name: value for name, value in buffer.items() if name != "rng"}}
 
     def own_state(self) -> dict[str, Any]:
         return {"arrays": self.arrays.copy()}  # every worker waits: the block is still
 
 
 class _SharedTask(LearnerTask):
-    """A worker task that reports its lock wait."""
+    """A worker task that reports its lock wait and replay counters."""
 
     def report_extra(self) -> dict[str, Any]:
-        return {"lock_wait_s": self.learner.lock_wait}
+        return {"lock_wait_s": self.learner.lock_wait, "replay": self.learner.buffer.counters()}
 
 
-def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, config: TrainConfig, worker: int,
-                 workers: int, **kw: Any) -> None:
+def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, tree_lock_path: str | None,
+                 config: TrainConfig, worker: int, workers: int, **kw: Any) -> None:
     """One worker of the shared scheme: act on its boards, learn on the shared model.
 
     ``kw``: :class:`~dqnlab.parallel.workers.LearnerTask`'s (budget, clock, reports, fault,
@@ -327,9 +389,11 @@ def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, config: T
     """
     arrays = SharedArrays.attach(handle)
     lock = FileLock(lock_path) if lock_path is not None else None
+    tree_lock = FileLock(tree_lock_path) if tree_lock_path is not None else None
     try:
-        _SharedTask(ch, _SharedLearner(config, worker, workers, arrays, lock), **kw).run()
+        _SharedTask(ch, _SharedLearner(config, worker, workers, arrays, lock, tree_lock), **kw).run()
     finally:  # (the learner and its views into the block are gone with the task object)
-        if lock is not None:
-            lock.close()
+        for held in (lock, tree_lock):
+            if held is not None:
+                held.close()
         arrays.close()

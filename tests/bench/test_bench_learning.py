@@ -10,8 +10,9 @@ def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
 
     small = dict(ntuples="17x4", lr=0.01, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=256)
     rows = learning_curve("ntuple", "serial", 1, minutes=0.06, points=(0.5, 1.0), games=20, overrides=small,
-                          run_dir=tmp_path / "run")
+                          run_dir=tmp_path / "run", variant={"prioritized": True, "n_step": 3})
     assert [r["preset"] for r in rows] == ["ntuple"] * len(rows) and 1 <= len(rows) <= 2
+    assert {r["variant"] for r in rows} == {"n_step=3, prioritized=True"}
     assert rows[-1]["minutes"] >= 0.06 * 0.99 and rows[-1]["env_steps"] > 0
     assert all(0 <= r["reach_2048"] <= r["reach_1024"] <= 1 for r in rows)
     assert (tmp_path / "run" / "checkpoint.pt").exists()  # the run is kept where asked
@@ -39,12 +40,26 @@ def test_time_to_player_is_the_first_point_that_makes_one():
     (dict(schemes=("serial", "shraed")), "schemes must be"),
     (dict(presets=()), "presets and schemes must be non-empty"),
     (dict(schemes=("shared",), workers=(1,)), "leave \\['shared'\\] with nothing to run"),
+    (dict(variants=("plain", "prioritised")), "variant 'prioritised': each part must be FIELD=VALUE"),
+    (dict(variants=("n_step=0",)), "variant 'n_step=0': n_step: expected an integer in 1..255"),
+    (dict(presets=("default",), variants=("priority_alpha=0.5",)), "priority_alpha applies only with prioritized"),
 ])
 def test_bench_learning_checks_everything_before_training(kw, match):
     from dqnlab.bench.learning import bench_learning
 
     with pytest.raises(ValueError, match=match):
         bench_learning(**{"minutes": 0.01, **kw})
+
+
+def test_parse_variant():
+    from dqnlab.bench.learning import parse_variant
+
+    assert parse_variant("plain") == parse_variant("") == {}
+    assert parse_variant("prioritized+n_step=3") == {"prioritized": True, "n_step": 3}
+    assert parse_variant("prioritized+priority_alpha=0.5+device=cpu") == {"prioritized": True, "priority_alpha": 0.5,
+                                                                           "device": "cpu"}
+    with pytest.raises(ValueError, match="variant 'n_step': each part"):
+        parse_variant("n_step")  # not a bool: needs a value
 
 
 def test_a_configuration_that_diverges_is_reported_and_the_bench_goes_on():

@@ -6,12 +6,13 @@ import time
 
 import numpy as np
 import pytest
-from helpers import filled_learner, max_diff
+from helpers import assert_priorities, filled_learner, max_diff, unequal_priorities
 
 import dqnlab
 from dqnlab.runtime.errors import WorkerError
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.parallel.allreduce import COLLECTIVE_TIMEOUT_S, AllReduceGroup, pack_minibatch, unpack_minibatch, _HEADER
+from dqnlab.parallel.allreduce import (COLLECTIVE_TIMEOUT_S, AllReduceGroup, _HEADER, pack_minibatch, shipped_columns,
+                                       unpack_minibatch)
 from dqnlab.parallel.weights import average_weights
 from dqnlab.schemes import averaged, sharded
 
@@ -21,13 +22,42 @@ def _sgd(batch_size: int = 33, optimizer: str = "sgd") -> TrainConfig:
                        learning_starts=0, hidden=(32,), max_grad_norm=None, lr=0.05, seed=3, optimizer=optimizer)
 
 
-def test_minibatches_survive_packing():
-    learner = filled_learner(_sgd())
-    batch = learner.buffer.sample(33)
-    buf = np.zeros(_HEADER + 40 * 49, np.uint8)
-    pack_minibatch(batch, buf)
-    for got, want in zip(unpack_minibatch(buf, 33), batch):
-        assert got.dtype == want.dtype and np.array_equal(got, want)
+@pytest.mark.parametrize("prioritized,n_step", [(False, 1), (True, 3)])
+def test_minibatches_survive_packing(prioritized, n_step):
+    config = _sgd().replace(prioritized=prioritized, n_step=n_step)
+    batch = filled_learner(config).buffer.sample(33)
+    columns = shipped_columns(config)
+    buf = np.zeros(_HEADER + 40 * 54, np.uint8)
+    pack_minibatch(batch, buf, columns)
+    got = unpack_minibatch(buf, 33, columns)
+    for name in columns:
+        assert getattr(got, name).dtype == getattr(batch, name).dtype
+        assert np.array_equal(getattr(got, name), getattr(batch, name))
+    # n-step spans and importance weights travel when used; the slots stay at rank 0
+    assert (got.steps is None) == (n_step == 1) and (got.weights is None) == (not prioritized)
+    assert got.indices is None
+
+
+def test_sharded_allreduce_prioritized_step_is_one_weighted_step_and_sets_every_shards_priorities():
+    """Importance weights and n-step spans travel with the shards; the shards' TD errors come back to
+    rank 0 in the all-reduce and become the priorities one agent would set on the whole minibatch."""
+    config = _sgd(optimizer="adam").replace(prioritized=True, n_step=3)
+    learner = unequal_priorities(filled_learner(config))
+    reference = DQNAgent(config, seed=99)
+    reference.load_state_dict(learner.agent.state_dict())
+    batch = learner.buffer.sample(config.batch_size)
+    assert batch.weights.min() < 1 and (batch.steps > 1).any()
+    reference.update(batch)
+    shards, sizes = sharded.shard(batch, 2)
+    assert all(s.indices is not None for s in shards) and np.array_equal(shards[1].indices, batch.indices[17:])
+    updated = learner.buffer.priority_updates
+    with AllReduceGroup(sharded.Replica, learner.agent, {"comm": "allreduce"}, 2) as group:
+        group.update(shards, sizes / sizes.sum(), buffer=learner.buffer)
+        errors = group.replica.td_errors
+    assert max_diff(learner.agent.get_weights(), reference.get_weights()) < 1e-6
+    assert errors.shape == (33,) and np.abs(errors - reference.td_errors()).max() < 1e-6
+    assert learner.buffer.priority_updates == updated + 33
+    assert_priorities(learner.buffer, batch.indices, reference.td_errors())
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -73,12 +103,28 @@ def test_averaged_allreduce_is_the_mean_of_the_ranks_steps_and_local_sgd_defers_
         assert group.replica.averages == 1 and group.replica.last_divergence["divergence"] > 0
 
 
-def test_averaged_with_one_worker_equals_serial(cfg):
-    config = cfg.replace(total_env_steps=1_500)
+@pytest.mark.parametrize("changes", [{}, {"prioritized": True, "n_step": 3}])
+def test_averaged_with_one_worker_equals_serial(cfg, changes):
+    config = cfg.replace(total_env_steps=1_500, **changes)
     serial = dqnlab.train("serial", config, progress=False)
     avg = dqnlab.train("averaged", config, workers=1, progress=False, comm="allreduce")
     assert avg.updates == serial.updates > 0
     assert max_diff(avg.weights, serial.weights) < 1e-5
+    replay = avg.extra["replay"]
+    assert replay["added"] == serial.extra["replay"]["added"]
+    if changes:  # the same priorities set after every update, so the same samples drawn
+        assert replay["priority_updates"] == serial.extra["replay"]["priority_updates"] == 32 * avg.updates
+        assert replay["priority_mean"] == pytest.approx(serial.extra["replay"]["priority_mean"], rel=1e-5)
+
+
+@pytest.mark.parametrize("scheme,options", [("sharded", {}), ("averaged", {"average_every": 2})])
+def test_prioritized_n_step_runs_over_the_allreduce_set_every_samples_priority(cfg, scheme, options):
+    config = cfg.replace(total_env_steps=1_500, prioritized=True, n_step=3)
+    run = dqnlab.train(scheme, config, workers=2, progress=False, comm="allreduce", **options)
+    assert run.status == "completed" and run.updates > 0
+    replay = run.extra["replay"]
+    assert replay["prioritized"] and replay["priority_updates"] == run.updates * run.extra["effective_batch"] > 0
+    assert 0 < replay["is_weight_mean"] < 1 and replay["beta"] > config.priority_beta
 
 
 @pytest.mark.parametrize("scheme", ["sharded", "averaged"])

@@ -38,7 +38,7 @@ def test_shared_replay_transition_written_by_one_worker_is_sampled_by_another(cf
         assert np.all(batch.rewards == 12345.0) and np.all(batch.actions == 2)
         assert np.all(batch.boards == 5) and np.all(batch.next_boards == 6)
         # worker 0 writes too: samples now come from both segments
-        reader.add_batch(np.zeros((4, 4, 4), np.uint8), np.zeros(4), np.ones(4, np.float32),
+        reader.add_batch(np.zeros((4, 4, 4), np.uint8), np.zeros(4, np.int64), np.ones(4, np.float32),
                          np.zeros((4, 4, 4), np.uint8), np.zeros(4, bool), np.ones((4, 4), bool))
         rewards = set(reader.sample(200).rewards.tolist())
         assert rewards == {1.0, 12345.0}

@@ -87,10 +87,16 @@ def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path):
     ("averaged", 1, {}),  # the parent's learner, one in-process round per update
     ("shared", 1, {}),  # the model and replay in shared memory
     ("sharded", 2, {}),  # a gloo group: the parent (rank 0) and one worker rank, the same model
+    # config fields among the options: prioritized replay (priorities set from both ranks' TD errors) and 3-step
+    # returns; beta 1 throughout, as its annealing follows the budget, which the first half's differs from
+    ("sharded", 2, {"prioritized": True, "n_step": 3, "priority_beta": 1.0}),
+    ("shared", 1, {"prioritized": True, "n_step": 3, "priority_beta": 1.0}),  # the priority tree in the block
     ("averaged", 2, {"average_every": 3}),  # local SGD: the ranks' models differ between averages
 ])
 def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, workers, options):
-    config = cfg.replace(replay_ratio=4.0) if scheme in ("sharded", "averaged") else cfg
+    changes = {k: v for k, v in options.items() if k in TrainConfig.__dataclass_fields__}
+    options = {k: v for k, v in options.items() if k not in changes}
+    config = (cfg.replace(replay_ratio=4.0) if scheme in ("sharded", "averaged") else cfg).replace(**changes)
     whole = dqnlab.train(scheme, config, workers=workers, progress=False, **options)
     # checkpoint_every=0: also checkpoints while running (the workers' barrier)
     dqnlab.train(scheme, config.replace(total_env_steps=1_000), workers=workers, progress=False,
@@ -103,6 +109,9 @@ def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, worker
     if workers > 1 and scheme in ("sharded", "averaged"):  # over the all-reduce, and its counters continue
         assert resumed.extra["comm"] == whole.extra["comm"] == "allreduce"
         assert resumed.extra.get("averages") == whole.extra.get("averages")
+        assert resumed.extra["replay"] == whole.extra["replay"]
+    if scheme == "shared":  # the buffer's figures (in the block) and the worker's counters (in its state) continue
+        assert resumed.extra["replay"] == whole.extra["replay"]
 
 
 def test_shared_two_workers_resume_continues_every_counter(cfg, tmp_path):
