@@ -399,7 +399,7 @@ class _Learner(ActorFeed):
         t0 = time.perf_counter()
         done = 0
         if self.config.prioritized:
-            self.buffer.beta = priority_beta_at(self.config, self.env_steps, self.loop.elapsed)
+            self.buffer.beta = priority_beta_at(self.config, self.env_steps, time.perf_counter() - self.t0)
         while done < n:
             batch = self.buffer.sample(self.config.batch_size)
             self.last_loss = self.agent.update(batch)

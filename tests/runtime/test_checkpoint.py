@@ -141,8 +141,9 @@ def _copy_first_checkpoint_then_stop(run_dir, to):
     return callback
 
 
-def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path):
-    config = cfg.replace(total_env_steps=5_000, max_moves=60)
+@pytest.mark.parametrize("changes", [{}, {"prioritized": True, "n_step": 3}])
+def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, changes):
+    config = cfg.replace(total_env_steps=5_000, max_moves=60, **changes)
     options = dict(workers=1, progress=False, lockstep=True, learner_threads=torch.get_num_threads())
     whole = dqnlab.train("actors", config, **options)
     run_dir, mid = tmp_path / "run", tmp_path / "mid"
@@ -157,6 +158,7 @@ def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_p
         _assert_same_run(whole, resumed)
         _assert_table_continues(resumed)
         assert resumed.extra["param_lag"]["max"] == 0  # every step still acted with the learner's current weights
+        assert resumed.extra["replay"] == whole.extra["replay"]  # (prioritized: the same priorities' statistics)
 
 
 def test_actors_two_workers_resume_a_mid_run_checkpoint(cfg, tmp_path):
