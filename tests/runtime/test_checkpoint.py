@@ -55,7 +55,10 @@ def _assert_table_continues(run) -> None:
 
 
 # ----------------------------------------------------------------------------- exact resume
-def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path):
+# (priority_beta 1: beta anneals over the budget, which the first half's differs from)
+@pytest.mark.parametrize("changes", [{}, {"prioritized": True, "n_step": 3, "priority_beta": 1.0}])
+def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, changes):
+    cfg = cfg.replace(**changes)
     whole = dqnlab.train("serial", cfg, progress=False)
     first = dqnlab.train("serial", cfg.replace(total_env_steps=1_000), progress=False, run_dir=tmp_path)
     ck = load_checkpoint(tmp_path)
@@ -65,14 +68,18 @@ def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path):
     learner = ck["state"]["learner"]
     assert set(learner["agent"]) == {"online", "target", "optimizer", "updates", "rng"}
     assert learner["agent"]["optimizer"]["state"]  # Adam moments
-    assert learner["buffer"]["size"] == 1_000 and learner["buffer"]["boards"].shape == (1_000, 4, 4)
+    size = learner["buffer"]["size"]  # (n-step: the last n - 1 steps of each board are still pending)
+    assert 1_000 - (cfg.n_step - 1) * cfg.n_envs <= size <= 1_000 and learner["buffer"]["boards"].shape == (size, 4, 4)
     assert set(learner["env"]) >= {"boards", "scores", "moves", "rng"}
     assert len(ck["episodes"]["score"]) == len(first.episodes)
     assert torch.equal(learner["agent"]["online"]["mlp.0.weight"], torch.from_numpy(first.weights["mlp.0.weight"]))
     assert not list(tmp_path.glob("*.tmp"))
+    if cfg.prioritized:  # the priorities and the n-step pending steps are in the checkpoint
+        assert learner["buffer"]["priorities"].shape == (size,) and learner["nstep"]["n"] == 3
 
     resumed = dqnlab.train("serial", cfg, progress=False, resume=tmp_path)
     _assert_same_run(whole, resumed)
+    assert resumed.extra["replay"] == whole.extra["replay"]
     _assert_table_continues(resumed)
     history = resumed.history
     assert history["env_steps"].is_monotonic_increasing and history["wall_time_s"].is_monotonic_increasing
