@@ -203,8 +203,21 @@ def _name_the_flag(message: str) -> str:
     from .options import specs
 
     declared = {**specs(TrainConfig), **{n: s for d in scheme_flags().values() for n, s in d.items()}}
-    name = message.split(" ", 1)[0]
-    return f"{_flag_name(declared[name])}: {message}" if name in declared else message
+    name, _, rest = message.removeprefix("TrainConfig.").partition(" ")
+    spec = declared.get(name)
+    if spec is not None and spec.applies is not None and rest.startswith("applies only with"):
+        # (TrainConfig.)priority_alpha applies only with prioritized True ... -> in flags
+        dep = declared[spec.applies.name]
+
+        def flag(value: Any) -> str:
+            if dep.kind == "bool":
+                return dep.flag if value else f"--no-{dep.flag[2:]}"
+            return f"{dep.flag} {dep.to_text(value)}"
+
+        cond = " or ".join(flag(v) for v in spec.applies.values)
+        return f"{_flag_name(spec)} applies only with {'a value other than ' if spec.applies.negate else ''}{cond}"
+    return f"{_flag_name(spec)}: {message}" if spec is not None and not message.startswith("TrainConfig.") \
+        else message
 
 
 def _flag_type(spec: Spec):

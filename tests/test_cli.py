@@ -52,6 +52,19 @@ def test_train_writes_the_run_and_evaluate_reads_it(tmp_path, capsys):
     assert ev["games"] == 7 and ev["score_mean"] > 0
 
 
+def test_apex_with_prioritized_n_step_replay_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "apex"
+    assert main(["train", "--scheme", "actors", "--workers", "2", "--prioritized", "--n-step", "3", "--preset", "mlp",
+                 "--hidden", "32", "--env-steps", "3000", "--n-envs", "8", "--batch-size", "32",
+                 "--learning-starts", "300", "--out", str(out), "--eval-games", "0", "--no-progress"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["config"]["prioritized"] and s["config"]["n_step"] == 3
+    replay = s["extra"]["replay"]
+    assert replay["prioritized"] and replay["given_priorities"] == replay["added"] > 0 and replay["priority_updates"] > 0
+    printed = capsys.readouterr().out
+    assert f"{replay['given_priorities']:,} from actors" in printed and "prioritized replay: alpha 0.6" in printed
+
+
 def test_minutes_budget_maps_to_seconds(tmp_path):
     from dqnlab.cli import _config_from_args, _parser
 
@@ -198,6 +211,8 @@ def test_bad_flag_values_are_one_line_naming_the_flag(argv, needle):
     (["--scheme", "actors", "--lock"], "--lock/--no-lock does not apply to --scheme actors (its options: "
                                        "--weights-every, --min-replay-ratio, --actor-epsilon"),
     (["--minutes", "1", "--max-seconds", "5"], "--minutes and --max-seconds cannot be combined"),
+    (["--priority-alpha", "0.5"], "--priority-alpha applies only with --prioritized"),
+    (["--scheme", "shared", "--device", "cuda"], "device 'cuda' is for the schemes"),
 ])
 def test_bad_combinations_are_one_line_errors(capsys, argv, needle):
     assert main(["train", "--env-steps", "100", "--eval-games", "0", "--no-progress", *argv]) == 2

@@ -81,7 +81,8 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
         env.load_state_dict(resume["env"])
         agent.rng.bit_generator.state = resume["rng"]
         agent.set_weights(resume["weights"], target=own_target)
-        nstep.load_state_dict(resume["nstep"])
+        if "nstep" in resume:  # (an actor state from before n-step returns has none: nothing pending)
+            nstep.load_state_dict(resume["nstep"])
         boards, masks = np.array(resume["boards"], np.uint8), np.array(resume["masks"], bool)
         st.update({key: int(resume["st"][key]) for key in ("version", "env_steps", "episodes", "loads", "waits")})
         timing.update({key: float(v) for key, v in resume["timing"].items()})
