@@ -297,7 +297,8 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
 def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> Any:
     """Minutes of training vs greedy mean score and the share of games reaching 1024, 2048 and 4096
     (one line per configuration) on four ``axes`` (new ones on a matplotlib Figure when None);
-    returns the figure."""
+    returns the figure. A colour per preset and variant, a line style per scheme (and its
+    options and workers), a marker per seed; the legend goes under the axes."""
     if axes is None:
         from matplotlib.figure import Figure
 
@@ -306,13 +307,20 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
     for r in (r for r in res["rows"] if r["minutes"] is not None):
         curves.setdefault((r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"]),
                           []).append(r)
+    colours = list(dict.fromkeys(k[:2] for k in curves))
+    styles = list(dict.fromkeys(k[2:5] for k in curves))
+    seeds = list(dict.fromkeys(k[5] for k in curves))
+    cycle = [c["color"] for c in __import__("matplotlib").rcParams["axes.prop_cycle"]]
     for (preset, variant, scheme, options, workers, seed), rows in curves.items():
         label = (f"{preset}" + (f" [{variant}]" if variant else "") + f", {scheme}"
                  + (f" ({options})" if options else "") + f" x{workers}"
-                 + (f", seed {seed}" if len({k[5] for k in curves}) > 1 else ""))
+                 + (f", seed {seed}" if len(seeds) > 1 else ""))
+        look = dict(color=cycle[colours.index((preset, variant)) % len(cycle)],
+                    ls=("-", "--", ":", "-.")[styles.index((scheme, options, workers)) % 4],
+                    marker="os^vD"[seeds.index(seed) % 5], ms=3, label=label)
         x = [r["minutes"] for r in rows]
         for ax, key in zip(axes, ("score_mean", "reach_1024", "reach_2048", "reach_4096")):
-            ax.plot(x, [r[key] for r in rows], marker="o", ms=3, label=label)
+            ax.plot(x, [r[key] for r in rows], **look)
     titles = ("greedy mean score", "games reaching 1024", "games reaching 2048", "games reaching 4096")
     for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=10)
@@ -322,5 +330,11 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
     axes[2].axhline(PLAYER_REACH_2048, color="grey", lw=0.8, ls="--")
     for ax in axes[1:]:
         ax.set_ylim(-0.02, 1.02)
-    axes[0].legend(fontsize=7)
-    return axes[0].figure
+    fig = axes[0].figure
+    if len(curves) <= 6:
+        axes[0].legend(fontsize=7)
+    else:  # many curves: a legend of its own under the axes
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(curves)), fontsize=7)
+        fig.set_figheight(fig.get_figheight() + 0.18 * -(-len(curves) // 4) + 0.3)
+    return fig
