@@ -59,6 +59,9 @@ NTUPLE_SETS: dict[str, tuple[tuple[int, ...], ...]] = {
     "17x4": _lines_and_squares(),
 }
 
+#: Longest n-step return (``TrainConfig.n_step``): a transition's span is stored as uint8.
+MAX_N_STEP = 255
+
 #: Longest tuple: 16^6 entries, so that an index is exact in float32 (< 2^24).
 MAX_TUPLE_LENGTH = 6
 
@@ -192,7 +195,7 @@ class TrainConfig:
     n_step: int = option(
         1, "Env steps of each return: the target is r_t + ... + gamma^(n-1) r_(t+n-1) + gamma^n max Q(s_(t+n)) "
         "(no bootstrap past a game over; a truncated game bootstraps from its last board).",
-        unit="env steps", low=1, high=255)
+        unit="env steps", low=1, high=MAX_N_STEP)
 
     # --- device -------------------------------------------------------------
     device: str = option(

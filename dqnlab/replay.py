@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .config import MAX_N_STEP, TrainConfig
+
 __all__ = ["Minibatch", "ReplayBuffer", "PrioritizedReplayBuffer", "SumTree", "NStepReturns", "make_buffer",
            "update_priorities", "importance_weights"]
 
@@ -78,8 +80,6 @@ FIELDS = tuple(_FIELDS)
 
 #: Largest board exponent (tile 2**17 = 131072).
 _MAX_EXPONENT = 17
-#: Longest n-step return a transition can span (``steps`` is stored as uint8).
-MAX_N_STEP = 255
 
 
 def _check_values(name: str, value: np.ndarray) -> None:
@@ -405,9 +405,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """
 
     def __init__(self, capacity: int, alpha: float = 0.6, eps: float = 1e-6,
-                 seed: int | np.random.Generator | None = None, tree: SumTree | None = None):
+                 seed: int | np.random.Generator | None = None):
         super().__init__(capacity, seed)
-        self._init_priorities(alpha, eps, SumTree(self.capacity) if tree is None else tree)
+        self._init_priorities(alpha, eps, SumTree(self.capacity))
 
     def _init_priorities(self, alpha: float, eps: float, tree: SumTree) -> None:
         """Check ``alpha`` and ``eps``; priorities over ``tree``, counters at 0. (A buffer keeping its
@@ -550,7 +550,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.weights_sum, self.weights_n = float(state["weights_sum"]), int(state["weights_n"])
 
 
-def make_buffer(config: Any, seed: int | np.random.Generator | None = None) -> ReplayBuffer:
+def make_buffer(config: TrainConfig, seed: int | np.random.Generator | None = None) -> ReplayBuffer:
     """The replay buffer a :class:`~dqnlab.TrainConfig` asks for: ``buffer_size`` transitions,
     prioritized (``priority_alpha``, ``priority_eps``) when ``config.prioritized``."""
     if config.prioritized:

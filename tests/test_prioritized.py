@@ -46,12 +46,11 @@ def test_sampling_frequencies_match_priorities():
     counts = np.zeros(10)
     for _ in range(400):
         mb = buf.sample(500)
+        assert 0 <= mb.indices.min() and mb.indices.max() < 10  # never a slot past the transitions held
         counts += np.bincount(mb.indices, minlength=10)
     expected = counts.sum() * p / p.sum()
     chi2 = ((counts - expected) ** 2 / expected).sum()
     assert chi2 < 27.9  # the 99.9% quantile of chi-square with 9 degrees of freedom
-    # and the slots never reach past the transitions held
-    assert counts.sum() == 200_000
 
 
 def test_alpha_zero_is_uniform_and_alpha_shapes_priorities():

@@ -23,7 +23,7 @@ from ..game.rules import legal_actions_unchecked
 from ..replay import NStepReturns, make_buffer, update_priorities
 from .loop import Progress, replay_ratio
 
-__all__ = ["Learner", "worker_seeds", "next_board_masks"]
+__all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update"]
 
 
 def next_board_masks(out: Any, done: np.ndarray) -> np.ndarray:
@@ -37,6 +37,16 @@ def next_board_masks(out: Any, done: np.ndarray) -> np.ndarray:
     if done.any():
         masks[done] = legal_actions_unchecked(out.next_boards[done])
     return masks
+
+
+def replay_update(agent: DQNAgent, buffer: Any, batch_size: int) -> float:
+    """One DQN update of ``agent`` (:meth:`~dqnlab.DQNAgent.update`) on ``batch_size`` transitions sampled
+    from ``buffer``; a prioritized buffer then gets the update's TD errors as the sample's priorities.
+    Returns the TD loss before the step (raises FloatingPointError for a non-finite one, as ``update``)."""
+    batch = buffer.sample(batch_size)
+    loss = agent.update(batch)
+    update_priorities(buffer, batch, agent.td_errors)
+    return loss
 
 
 def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:
@@ -171,9 +181,7 @@ class Learner:
         if self.config.prioritized:
             self.buffer.beta = self.priority_beta
         for _ in range(n):
-            batch = self.buffer.sample(self.config.batch_size)
-            self.last_loss = self.agent.update(batch)
-            update_priorities(self.buffer, batch, self.agent.td_errors)
+            self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
         self.agent.refresh_acting()
         self._credit -= n
         self.timing["learning"] += time.perf_counter() - t0

@@ -90,10 +90,10 @@ from ..parallel.feed import ActorFeed, lag_summary
 from ..parallel.messages import ActorData, NewWeights, Throttle
 from ..parallel.tasks import TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
-from ..replay import make_buffer, update_priorities
+from ..replay import make_buffer
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
-from ..runtime.learner import worker_seeds
+from ..runtime.learner import replay_update, worker_seeds
 from ..runtime.loop import Progress, RunLoop, mean_diagnostics
 from ..runtime.results import RunResult
 
@@ -401,9 +401,7 @@ class _Learner(ActorFeed):
         if self.config.prioritized:
             self.buffer.beta = priority_beta_at(self.config, self.env_steps, time.perf_counter() - self.t0)
         while done < n:
-            batch = self.buffer.sample(self.config.batch_size)
-            self.last_loss = self.agent.update(batch)
-            update_priorities(self.buffer, batch, self.agent.td_errors)
+            self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
             done += 1
             if not self.lockstep and self.updates - self.broadcast_at >= self.weights_every:
                 self.timing["learning"] += time.perf_counter() - t0
