@@ -138,8 +138,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="text replay: pause between moves (default 0.1 on a terminal, 0 otherwise)")
 
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
-    b.add_argument("what", choices=["env", "update", "scaling", "acting", "peers", "learner", "learning"],
-                   help="env: moves/s of the game; update: legacy vs batched; "
+    b.add_argument("what", choices=["game", "update", "scaling", "acting", "peers", "learner", "learning"],
+                   help="game: moves/s of the rules, the compiled core (1 and 2 threads) beside the NumPy rules; update: legacy vs batched; "
                         "scaling: env steps/s, updates/s and time split of schemes x worker counts; "
                         "acting: env steps/s of one process's acting at each --n-envs (vectorised acting); "
                         "peers: dqnlab beside Stable-Baselines3 and gymnasium-2048 (extra 'bench'); "
@@ -164,6 +164,8 @@ def _parser() -> argparse.ArgumentParser:
                                                               "(e.g. docs/learning.png)")
     b.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
                    help="learning: the shared scheme's lock (default locked; --no-lock: Hogwild)")
+    b.add_argument("--shared-threads", action=argparse.BooleanOptionalAction, default=None,
+                   help="learning: the shared scheme's workers as threads of one process (default processes)")
     b.add_argument("--seconds", type=_positive_float, help="scaling: seconds of each run (default 20)")
     b.add_argument("--eval-games", type=_nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")
@@ -613,13 +615,14 @@ def _int_list(text: str | None, default: str, flag: str) -> list[int]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import bench_env, bench_scaling, bench_update
+    from .bench import bench_rules, bench_scaling, bench_update
 
     if args.what == "learning":
         return _cmd_bench_learning(args)
-    if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.figure, args.lock)):
-        raise ValueError("--presets, --minutes, --games, --seeds, --figure and --lock/--no-lock apply only to "
-                         "'bench learning'")
+    if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.figure, args.lock,
+                                   args.shared_threads)):
+        raise ValueError("--presets, --minutes, --games, --seeds, --figure, --lock/--no-lock and --shared-threads "
+                         "apply only to 'bench learning'")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
         raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling' "
@@ -657,8 +660,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                                              "speedup")} for r in rows])
             print("acting of one process (1 PyTorch thread, greedy: every board through the network; no learning): "
                   "one batched forward pass, one vectorised game step and the replay append per step")
-    elif args.what == "env":
-        rows = bench_env()
+    elif args.what == "game":
+        rows = bench_rules()
         print(json.dumps(rows, indent=2)) if args.json else _print_table(rows)
     else:
         res = bench_update()
@@ -679,7 +682,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
             or args.no_keras or args.compile or args.threads != 1:
         raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
-                         "--seeds, --lock/--no-lock, --write, --figure and --json")
+                         "--seeds, --lock/--no-lock, --shared-threads, --write, --figure and --json")
     from .config import PRESETS
 
     presets = _csv(args.presets, "default,cnn,mlp-afterstate,mlp")
@@ -690,9 +693,10 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if len(seeds) != len(_csv(args.seeds, "0")):
         raise ValueError(f"--seeds must be comma-separated integers >= 0, got {args.seeds!r}")
     schemes = _csv(args.schemes, "serial,shared")
-    if args.lock is not None and "shared" not in schemes:
-        raise ValueError("--lock/--no-lock applies only with the shared scheme in --schemes")
-    options = {"shared": {"lock": args.lock}} if args.lock is not None else None
+    if (args.lock is not None or args.shared_threads is not None) and "shared" not in schemes:
+        raise ValueError("--lock/--no-lock and --shared-threads apply only with the shared scheme in --schemes")
+    shared = {k: v for k, v in (("lock", args.lock), ("threads", args.shared_threads)) if v is not None}
+    options = {"shared": shared} if shared else None
     res = bench_learning(presets, schemes, _int_list(args.workers, "1,2", "--workers"),
                          minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds, options=options,
                          progress=not args.json, variants=_csv(args.variants, "plain"))

@@ -214,6 +214,17 @@ class ReplayBuffer:
                          a["next_boards"].take(idx, 0), a["dones"].take(idx), a["next_masks"].take(idx, 0),
                          a["steps"].take(idx))
 
+    def segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """The buffer as the compiled core's replay (:mod:`dqnlab.core.loops`): ``(K,)`` int64 first slots,
+        capacities, next write positions and sizes of its K segments, and the segment this buffer writes.
+        One segment here (copies: :meth:`set_segments` takes the positions back)."""
+        return (np.zeros(1, np.int64), np.array([self.capacity], np.int64), np.array([self.pos], np.int64),
+                np.array([self.size], np.int64), 0)
+
+    def set_segments(self, pos: np.ndarray, size: np.ndarray) -> None:
+        """Take back the positions and sizes of :meth:`segments` after the core wrote transitions."""
+        self.pos, self.size = int(pos[0]), int(size[0])
+
     def statistics(self) -> dict[str, Any]:
         """What the buffer reports in a run's summary (``extra["replay"]``): ``capacity``, ``size``, ``added``."""
         return {"capacity": self.capacity, "size": self.size, "added": self.added}

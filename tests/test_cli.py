@@ -90,10 +90,11 @@ def test_bad_arguments_give_one_clear_line(args, needle):
 
 
 def test_bench_functions_report_rows():
-    from dqnlab.bench import bench_env, bench_update
+    from dqnlab.bench import bench_rules, bench_update
 
-    rows = bench_env(sizes=(1, 64), repeats=1, min_time=0.01)
-    assert [r["boards"] for r in rows] == [1, 64, 1]
+    rows = bench_rules(boards=256, repeats=1, min_time=0.01, threads=(1, 2))
+    assert [(r["what"].split(":")[0], r["threads"]) for r in rows] == [("NumPy rules", 1)] + [("core", 1)] * 2 \
+        + [("core", 2)] * 2 + [("Game2048.step (one board, gymnasium API)", 1)]
     assert all(r["moves_per_s"] > 0 for r in rows)
     res = bench_update(repeats=1, min_time=0.01, keras=False)
     assert {r["method"] for r in res["rows"]} == {"batched", "legacy_torch"}
@@ -284,8 +285,8 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
 @pytest.mark.parametrize("argv,match", [
     (["bench", "learning", "--presets", "best"], "--presets must name presets"),
     (["bench", "learning", "--seconds", "3"], "bench learning takes"),
-    (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock applies only"),
-    (["bench", "env", "--minutes", "3"], "apply only to 'bench learning'"),
+    (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock and --shared-threads apply only"),
+    (["bench", "game", "--minutes", "3"], "apply only to 'bench learning'"),
 ])
 def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
     from dqnlab.cli import main
@@ -298,7 +299,7 @@ def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
 def test_cli_rejects_options_of_other_bench_commands(capsys):
     from dqnlab.cli import main
 
-    assert main(["bench", "env", "--write", "x.md"]) == 2
+    assert main(["bench", "game", "--write", "x.md"]) == 2
     assert "apply only to 'bench peers' and 'bench learner'" in capsys.readouterr().err
     assert main(["bench", "peers", "--compile"]) == 2
     assert "--compile applies only to 'bench learner'" in capsys.readouterr().err
@@ -366,7 +367,7 @@ def test_cli_bench_acting_json(capsys):
     assert main(["bench", "acting", "--n-envs", "2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["n_envs"] == 2 and rows[0]["env_steps_per_s"] > 0
-    assert main(["bench", "env", "--n-envs", "2"]) == 2
+    assert main(["bench", "game", "--n-envs", "2"]) == 2
 
 
 @pytest.mark.parametrize("argv,match", [

@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dqnlab"
 
-LAYERS = ["game", "options", "config", "replay", "agent", "plots", "runtime", "parallel", "schemes",
+LAYERS = ["core", "game", "options", "config", "replay", "agent", "plots", "runtime", "parallel", "schemes",
           "player", "evaluation", "bench", "experiments", "ui", "cli", "__init__", "__main__"]
 
 

@@ -309,6 +309,42 @@ def test_ntuple_trains_in_the_weight_sharing_schemes(scheme, options):
     assert run.extra.get("optimizer", "sgd") == "sgd"
 
 
+@pytest.mark.parametrize("scheme,workers,options", [
+    ("serial", 1, {}), ("independent", 2, {"sync": "periodic", "sync_every": 50}),
+    ("shared", 2, {"lock": False}), ("shared", 2, {"lock": True, "threads": True}),
+    ("shared", 2, {"lock": False, "threads": True}), ("actors", 2, {}), ("sharded", 2, {}), ("averaged", 2, {})])
+def test_ntuple_trains_in_every_scheme_and_beats_random_play(scheme, workers, options):
+    """Every scheme trains the n-tuple network (on the compiled core where the scheme's learner runs a
+    Learner: serial, independent, shared) into a player better than random moves on the same games."""
+    config = _small_ntuple(total_env_steps=12_000, replay_ratio=1.0, lr=0.05)
+    run = dqnlab.train(scheme, config, workers=workers, progress=False, **options)
+    assert run.updates > 0 and np.abs(run.weights["weight"]).max() > 0
+    player = dqnlab.evaluate(run, games=60, seed=3).scores.mean()
+    assert player > 1.5 * dqnlab.evaluate("random", games=60, seed=3).scores.mean()
+
+
+def test_shared_threads_resume_restores_the_block(tmp_path):
+    config = _small_ntuple(total_env_steps=1_600)
+    first = dqnlab.train("shared", config.replace(total_env_steps=800), workers=2, progress=False, lock=False,
+                         threads=True, run_dir=tmp_path)
+    resumed = dqnlab.train(resume=tmp_path, config=config, progress=False)
+    assert resumed.env_steps >= 1_600 and resumed.options["threads"] is True
+    assert [w["env_steps"] for w in resumed.extra["per_worker"]] == [800, 800]  # each worker went on from its own
+    assert resumed.updates > first.updates
+    assert not np.array_equal(first.weights["weight"], resumed.weights["weight"])
+
+
+def test_ntuple_independent_resume_gives_the_same_run_as_not_stopping(tmp_path):
+    """The compiled loop stops at each sync round (update_limit), so a chunked run syncs where a stepped one does."""
+    config = _small_ntuple(total_env_steps=3_200)
+    kw = dict(workers=2, progress=False, sync="periodic", sync_every=10)
+    whole = dqnlab.train("independent", config, **kw)
+    dqnlab.train("independent", config.replace(total_env_steps=1_600), run_dir=tmp_path, **kw)
+    resumed = dqnlab.train(resume=tmp_path, config=config, progress=False)
+    assert (whole.env_steps, whole.updates) == (resumed.env_steps, resumed.updates)
+    assert np.array_equal(whole.weights["weight"], resumed.weights["weight"])
+
+
 def test_ntuple_serial_resume_gives_the_same_run_as_not_stopping(tmp_path):
     config = _small_ntuple(total_env_steps=1_600)
     whole = dqnlab.train("serial", config, progress=False)

@@ -28,6 +28,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..config import resolve_tuples
+from ..core import memory as core_memory
+from ..core import ntuple as core_ntuple
 from ..game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS
 
 __all__ = ["QNetwork", "CNNetwork", "NTupleNetwork", "NETWORKS", "make_network",
@@ -280,9 +282,11 @@ class NTupleNetwork(nn.Module):
     -----
     ``forward``: ``(N, 4, 4)`` uint8 exponents -> ``(N, outputs)`` float32. Indices
     are exact for exponents up to :data:`MAX_TUPLE_EXPONENT` (the tile 32768); larger
-    exponents are read as 15. The index of a placement is one float32 product of the
-    board's cells with a ``(16, P)`` matrix of powers of 16, exact because it stays
-    below 2^24. The weights (one ``(sum_t 16^m_t, outputs)`` parameter, zeros at the
+    exponents are read as 15. On the CPU the indices and (without a gradient) the values
+    are the compiled core's (:mod:`dqnlab.core.ntuple`, from :attr:`placements`); on another
+    device the index of a placement is one float32 product of the board's cells with a
+    ``(16, P)`` matrix of powers of 16, exact because it stays below 2^24, and the values an
+    ``embedding_bag`` sum (tested equal to the core's). The weights (one ``(sum_t 16^m_t, outputs)`` parameter, zeros at the
     start) get **sparse** gradients: train them with plain SGD
     (``TrainConfig.optimizer = "sgd"``), which updates only the rows a minibatch used.
     """
@@ -303,14 +307,23 @@ class NTupleNetwork(nn.Module):
                     powers[perm[cell], p] = 16.0 ** k
                 offsets[p], columns[p] = starts[t], ACTION_PERMUTATIONS[g]
                 p += 1
+        # The same network for the compiled core (dqnlab.core.ntuple): the tuples as runs of cells, their tables' rows
+        self.placements = core_ntuple.layout(self.tuples, starts)
+        self.placement_columns = columns.copy()
         self.register_buffer("powers", torch.from_numpy(powers), persistent=False)
         self.register_buffer("offsets", torch.from_numpy(offsets), persistent=False)
         self.register_buffer("columns", torch.from_numpy(columns), persistent=False)
         self.outputs = outputs
-        self.weight = nn.Parameter(torch.zeros(int(sum(sizes)), outputs))
+        # (on huge pages where the OS offers them: the tables are read at random, dqnlab.core.memory)
+        self.weight = nn.Parameter(torch.from_numpy(core_memory.zeros((int(sum(sizes)), outputs))))
 
     def indices(self, boards: torch.Tensor) -> torch.Tensor:
-        """``(N, 4, 4)`` uint8 -> ``(N, P)`` int64 rows of :attr:`weight`, ``P = 8 x tuples``."""
+        """``(N, 4, 4)`` uint8 -> ``(N, P)`` int64 rows of :attr:`weight`, ``P = 8 x tuples``: on the CPU by
+        the compiled core's shifts and masks, on another device as a float32 product with powers of 16."""
+        if boards.device.type == "cpu":
+            out = np.empty((len(boards), 8 * len(self.placements[2])), np.int64)
+            core_ntuple.feature_batch(boards.reshape(len(boards), 16).numpy(), *self.placements, out)
+            return torch.from_numpy(out)
         cells = boards.reshape(len(boards), 16).clamp(max=MAX_TUPLE_EXPONENT).float()
         return cells.mm(self.powers).long().add_(self.offsets)
 
@@ -319,10 +332,22 @@ class NTupleNetwork(nn.Module):
         return self._forward(boards)
 
     def _forward(self, boards: torch.Tensor, inputs: list[torch.Tensor] | None = None) -> torch.Tensor:
-        """``forward``; if ``inputs`` is a list, append the ``(N, P)`` indices to it, for :meth:`backprop`."""
+        """``forward``; if ``inputs`` is a list, append the ``(N, P)`` indices to it, for :meth:`backprop`.
+        Without a gradient to build, on the CPU: the compiled core's features and sums."""
+        needs_grad = torch.is_grad_enabled() and self.weight.requires_grad
+        cpu = boards.device.type == "cpu"
+        if cpu and not needs_grad and inputs is None:
+            out = np.empty((len(boards), self.outputs), np.float32)
+            core_ntuple.values(np.ascontiguousarray(boards.reshape(len(boards), 16).numpy()),
+                               self.weight.detach().numpy(), *self.placements, self.placement_columns, out)
+            return torch.from_numpy(out)
         idx = self.indices(boards)
         if inputs is not None:
             inputs.append(idx)
+        if cpu and not needs_grad:
+            out = np.empty((len(boards), self.outputs), np.float32)
+            core_ntuple.gather_batch(self.weight.detach().numpy(), idx.numpy(), self.placement_columns, out)
+            return torch.from_numpy(out)
         if self.outputs == 1:
             return F.embedding_bag(idx, self.weight, mode="sum", sparse=True)
         rows = F.embedding(idx, self.weight, sparse=True)  # (N, P, 4), each in its placement's frame

@@ -1,7 +1,7 @@
 """Benchmarks: one module per benchmark, each returning plain data (rows, dicts) that
 ``python -m dqnlab bench ...`` prints as a table or JSON or writes into ``docs/*.md``.
 
-``game`` (the game's speed, beside gymnasium-2048), ``update`` (the user's per-transition
+``game`` (the game's speed: the compiled core beside the NumPy rules, and beside gymnasium-2048), ``update`` (the user's per-transition
 loop against the batched update), ``scaling`` (each scheme at each worker count),
 ``acting`` (vectorised acting), ``peers`` (beside Stable-Baselines3, whose adapter is
 ``sb3``), ``learner`` (the update beside the machine's matrix-product speed), ``learning``
@@ -10,7 +10,7 @@ the measuring and reporting tools they share.
 """
 
 from .acting import bench_acting
-from .game import bench_env, bench_game
+from .game import bench_game, bench_rules
 from .learner import bench_learner, learner_markdown
 from .learning import bench_learning, learning_markdown
 from .peers import bench_peers, peers_markdown
@@ -19,6 +19,6 @@ from .scaling import bench_scaling
 from .timing import warm_up
 from .update import bench_update
 
-__all__ = ["bench_env", "bench_game", "bench_update", "bench_scaling", "bench_acting", "bench_peers",
+__all__ = ["bench_rules", "bench_game", "bench_update", "bench_scaling", "bench_acting", "bench_peers",
            "bench_learner", "bench_learning", "peers_markdown", "learner_markdown", "learning_markdown",
            "write_section", "warm_up"]

@@ -1,18 +1,20 @@
-"""``bench env`` and the game rows of ``bench peers``: how fast the game runs, beside gymnasium-2048."""
+"""``bench game`` and the game rows of ``bench peers``: how fast the game runs, beside gymnasium-2048."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from ..core import bitboard
 from ..game import Game2048, VecGame2048, move_batch
 from ..game.rules import legal_actions_unchecked
 from .timing import interleaved_times, median_time
 
-__all__ = ["played_boards", "bench_env", "bench_game", "check_g2048_scores"]
+__all__ = ["played_boards", "numpy_move_batch", "bench_rules", "bench_game", "check_g2048_scores"]
 
 
 def played_boards(n: int, seed: int, moves: int = 60) -> np.ndarray:
@@ -26,32 +28,87 @@ def played_boards(n: int, seed: int, moves: int = 60) -> np.ndarray:
     return boards
 
 
-def bench_env(sizes: tuple[int, ...] = (1, 64, 1024, 16384), repeats: int = 5,
-              min_time: float = 0.2, seed: int = 0) -> list[dict[str, Any]]:
-    """Moves per second of :func:`move_batch` at each batch size, and of ``Game2048.step``.
+def _numpy_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The slide tables as the NumPy rules read them (before the compiled core): ``(2 * 65536,)`` uint32
+    slid lines (4 exponent bytes a word) and points, index ``d * 65536 + line key``."""
+    lines = ((bitboard.LINE[..., None] >> np.arange(0, 16, 4, dtype=np.uint16)) & 0xF).astype(np.uint8)
+    return np.ascontiguousarray(lines.reshape(-1, 4)).view(np.uint32).ravel(), bitboard.SCORE.ravel()
+
+
+def numpy_move_batch(boards: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``move_batch`` as vectorised NumPy over the same tables (dqnlab's rules before the compiled core; boards
+    with exponents up to 15): the baseline of :func:`bench_rules`. ``(N, 4, 4)`` uint8, ``(N,)`` int ->
+    new boards, ``(N,)`` int64 points, ``(N,)`` bool changed."""
+    line_t, score_t = _NUMPY_TABLES
+    n = len(boards)
+    b = boards.astype(np.uint16)
+    row_keys = b[:, :, 0] | b[:, :, 1] << 4 | b[:, :, 2] << 8 | b[:, :, 3] << 12
+    col_keys = b[:, 0] | b[:, 1] << 4 | b[:, 2] << 8 | b[:, 3] << 12
+    vertical = (actions & 1) == 0
+    idx = np.where(vertical[:, None], col_keys, row_keys).astype(np.intp)
+    idx += (np.array([0, 1, 1, 0], np.intp) << 16)[actions][:, None]
+    new = line_t[idx].view(np.uint8).reshape(n, 4, 4)
+    new[vertical] = new[vertical].transpose(0, 2, 1)
+    points = score_t[idx].sum(axis=1, dtype=np.int64)
+    differs = new.reshape(n, 16).view(np.uint64) != boards.reshape(n, 16).view(np.uint64)
+    return new, points, differs[:, 0] | differs[:, 1]
+
+
+_NUMPY_TABLES = _numpy_tables()
+
+
+def bench_rules(boards: int = 16_384, repeats: int = 5, min_time: float = 0.2, seed: int = 0,
+                threads: tuple[int, ...] = (1, 2)) -> list[dict[str, Any]]:
+    """Moves per second of the game's rules: the compiled bitboard core beside the NumPy rules it replaced.
+
+    ``boards`` mid-game boards (:func:`played_boards`) are moved by one random action each: by
+    :func:`numpy_move_batch` (one core), and by the core's ``move_batch`` and ``advance_batch`` (move, spawn,
+    legal moves after) split across each of ``threads`` threads (the kernels release the GIL: 2 threads use
+    2 cores). Medians of ``repeats`` timings of at least ``min_time`` seconds. ``Game2048.step`` (one board,
+    the gymnasium API) is the last row.
 
     Returns
     -------
     list of dict
-        Rows with ``what``, ``boards`` and ``moves_per_s`` (env steps per second).
+        Rows with ``what``, ``threads``, ``boards`` and ``moves_per_s`` (env steps per second).
     """
-    rows = []
     rng = np.random.default_rng(seed)
-    for n in sizes:
-        boards = played_boards(n, seed)
-        actions = rng.integers(0, 4, n)
-        t = median_time(lambda: move_batch(boards, actions), repeats, min_time)
-        rows.append({"what": "move_batch", "boards": n, "moves_per_s": n / t})
+    played = played_boards(boards, seed)
+    actions = rng.integers(0, 4, boards)
+    cells = played.reshape(boards, 16)
+    rows = [{"what": "NumPy rules: move_batch (before the core)", "threads": 1, "boards": boards,
+             "moves_per_s": boards / median_time(lambda: numpy_move_batch(played, actions), repeats, min_time)}]
+    out = np.empty_like(cells)
+    points, changed, legal = np.empty(boards, np.int64), np.empty(boards, bool), np.empty((boards, 4), bool)
+    for k in threads:
+        parts = np.array_split(np.arange(boards), k)
+        spans = [slice(int(p[0]), int(p[-1]) + 1) for p in parts]
+        rngs = [np.random.default_rng(seed + i) for i in range(k)]
+        kernels = {
+            "core: move_batch (bitboards)": lambda s, i: bitboard.move_batch(cells[s], actions[s], out[s], points[s],
+                                                                            changed[s]),
+            "core: advance_batch (move, spawn, legal moves)": lambda s, i: bitboard.advance_batch(
+                cells[s].copy(), actions[s], rngs[i], out[s], points[s], changed[s], legal[s]),
+        }
+        with ThreadPoolExecutor(k) as pool:
+            for what, kernel in kernels.items():
+                kernel(spans[0], 0)  # (compiled, or loaded from the cache, before timing)
+
+                def run(kernel: Callable[[slice, int], None] = kernel) -> None:
+                    list(pool.map(kernel, spans, range(k)))
+
+                rows.append({"what": what, "threads": k, "boards": boards,
+                             "moves_per_s": boards / median_time(run, repeats, min_time)})
     env = Game2048()
     state = {"mask": env.reset(seed=seed)[1]["action_mask"]}
 
     def step() -> None:
-        legal = np.flatnonzero(state["mask"])
-        _, _, term, trunc, info = env.step(int(rng.choice(legal)))
+        legal_moves = np.flatnonzero(state["mask"])
+        _, _, term, trunc, info = env.step(int(rng.choice(legal_moves)))
         state["mask"] = env.reset()[1]["action_mask"] if term or trunc else info["action_mask"]
 
-    t = median_time(step, repeats, min_time)
-    rows.append({"what": "Game2048.step", "boards": 1, "moves_per_s": 1 / t})
+    rows.append({"what": "Game2048.step (one board, gymnasium API)", "threads": 1, "boards": 1,
+                 "moves_per_s": 1 / median_time(step, repeats, min_time)})
     return rows
 
 

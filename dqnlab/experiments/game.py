@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bench.game import bench_env
+from ..bench.game import bench_rules
 from .budgets import budget, resolve_smoke
 from .trials import new_figure
 
@@ -21,15 +21,15 @@ def game_data(smoke: bool | None = None, seed: int = 0) -> dict[str, Any]:
     dict
         ``baselines``: {"random": EvalResult, "corner": EvalResult} of greedy play over
         ``games`` games (1,000; 100 in smoke mode); ``speed``: rows of
-        :func:`dqnlab.bench.game.bench_env`; ``games``.
+        :func:`dqnlab.bench.game.bench_rules`; ``games``.
     """
     from ..evaluation import evaluate
 
     smoke = resolve_smoke(smoke)
     games = budget(1_000, 100, smoke)
     baselines = {name: evaluate(name, games=games, seed=seed) for name in ("random", "corner")}
-    speed = bench_env(sizes=budget((1, 16, 256, 4096, 16384), (1, 256, 4096), smoke),
-                      repeats=budget(5, 1, smoke), min_time=budget(0.2, 0.02, smoke), seed=seed)
+    speed = bench_rules(boards=budget(16_384, 1_024, smoke), repeats=budget(5, 1, smoke),
+                        min_time=budget(0.2, 0.02, smoke), seed=seed)
     return {"baselines": baselines, "speed": speed, "games": games}
 
 
@@ -60,16 +60,15 @@ def game_figure(data: dict[str, Any]):
     ax.legend(fontsize="small")
 
     ax = axes[2]
-    rows = [r for r in data["speed"] if r["what"] == "move_batch"]
-    ax.plot([r["boards"] for r in rows], [r["moves_per_s"] for r in rows], "o-", label="move_batch (vectorised)")
-    single = [r for r in data["speed"] if r["what"] == "Game2048.step"]
-    if single:
-        ax.axhline(single[0]["moves_per_s"], color="C1", ls="--", label="Game2048.step (one board, gymnasium)")
+    rows = data["speed"]
+    labels = [f"{r['what'].split(':')[0]}: {r['what'].split(': ')[-1].split(' (')[0]}"
+              + (f" x{r['threads']}" if r["threads"] > 1 else "") for r in rows]
+    ax.barh(np.arange(len(rows)), [r["moves_per_s"] for r in rows],
+            color=["C1" if r["what"].startswith("NumPy") else "C0" for r in rows])
+    ax.set_yticks(np.arange(len(rows)), labels, fontsize="small")
+    ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("boards moved at once")
-    ax.set_ylabel("env steps / s")
-    ax.set_title("how fast the game runs")
-    ax.legend(fontsize="small")
+    ax.set_xlabel("env steps / s (x2: two threads, two cores)")
+    ax.set_title(f"how fast the rules run ({rows[0]['boards']:,} boards a call)")
     fig.suptitle("00 the game: baselines and speed")
     return fig

@@ -1,10 +1,11 @@
-"""Notebook 03, ``shared``: with and without the lock as the worker count grows."""
+"""Notebook 03, ``shared``: with and without the lock as the worker count grows; processes vs threads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from ..config import TrainConfig
 from ..runtime.results import RunResult
 from .budgets import budget, explore_config, resolve_smoke
 from .trials import new_figure, run_grid
@@ -16,11 +17,15 @@ def shared_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
                 seed: int = 0) -> dict[str, Any]:
     """``shared`` with and without the lock as the worker count grows.
 
+    Then the workers as processes and as threads (``threads=True``), two of them lock-free on the n-tuple
+    ``default`` preset (in smoke mode ``ntuple-small`` with a small replay), whose compiled core releases
+    the GIL.
+
     Returns
     -------
     dict
-        ``trials`` (one per workers x lock; one worker runs once, with the lock);
-        ``workers``; ``seconds``.
+        ``trials`` (one per workers x lock; one worker runs once, with the lock); ``threads`` (processes,
+        threads); ``workers``; ``seconds``.
     """
     smoke = resolve_smoke(smoke)
     seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
@@ -29,7 +34,12 @@ def shared_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
     grid = [{"workers": k, "lock": lock} for k in ks for lock in (True, False) if k > 1 or lock]
     trials = run_grid("shared", grid, config, smoke,
                      lambda g: f"x{g['workers']} " + ("lock" if g["lock"] else "lock-free"))
-    return {"trials": trials, "workers": ks, "seconds": seconds}
+    ntuple = (TrainConfig.preset("ntuple-small", total_env_steps=None, max_seconds=seconds, seed=seed, n_envs=16,
+                                 buffer_size=2_000, batch_size=32, learning_starts=500) if smoke else
+              TrainConfig.preset("default", total_env_steps=None, max_seconds=seconds, seed=seed))
+    threads = run_grid("shared", [{"workers": 2, "lock": False, "threads": t} for t in (False, True)], ntuple,
+                       smoke, lambda g: "x2 lock-free, " + ("threads" if g["threads"] else "processes"))
+    return {"trials": trials, "threads": threads, "workers": ks, "seconds": seconds}
 
 
 def _worker_seconds(run: RunResult) -> float:
@@ -37,8 +47,8 @@ def _worker_seconds(run: RunResult) -> float:
 
 
 def shared_figure(data: dict[str, Any]):
-    """03: lock wait as workers grow; updates/s and env steps/s; greedy score."""
-    fig, axes = new_figure(1, 4, figsize=(18, 4.2))
+    """03: lock wait as workers grow; updates/s and env steps/s; greedy score; processes vs threads."""
+    fig, axes = new_figure(1, 5, figsize=(22, 4.2))
     for lock, style in ((True, "o-"), (False, "s--")):
         ts = [t for t in data["trials"] if t.settings.get("lock", True) == lock or t.settings["workers"] == 1]
         ks = [t.settings["workers"] for t in ts]
@@ -48,7 +58,16 @@ def shared_figure(data: dict[str, Any]):
         axes[1].plot(ks, [t.run.updates_per_s for t in ts], style, label=name)
         axes[2].plot(ks, [t.run.env_steps_per_s for t in ts], style, label=name)
         axes[3].plot(ks, [t.final_greedy for t in ts], style, label=name)
-    for ax, title, ylabel in zip(axes, ("waiting for the lock", "learning throughput", "acting throughput",
+    ax = axes[4]
+    pair = data["threads"]
+    for i, t in enumerate(pair):
+        ax.bar([i - 0.2], [t.run.env_steps_per_s], 0.4, color="C0", label="env steps / s" if i == 0 else None)
+        ax.bar([i + 0.2], [t.run.updates_per_s * t.run.config.batch_size], 0.4, color="C1",
+               label="samples trained / s" if i == 0 else None)
+    ax.set_xticks(range(len(pair)), [t.label.split(", ")[-1] for t in pair])
+    ax.set_title(f"processes vs threads ({pair[0].run.config.network}, x2 lock-free)")
+    ax.legend(fontsize="small")
+    for ax, title, ylabel in zip(axes[:4], ("waiting for the lock", "learning throughput", "acting throughput",
                                         "final greedy score"),
                                  ("lock wait, % of worker time", "updates / s", "env steps / s",
                                   "greedy score (mean)")):

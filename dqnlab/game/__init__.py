@@ -1,6 +1,7 @@
-"""The game 2048: rules and lookup tables, board helpers, the gymnasium env, the vector env, drawing a board.
+"""The game 2048: rules, board helpers, the gymnasium env, the vector env, drawing a board.
 
-Nothing here imports from the rest of dqnlab: the game is the bottom layer. Its modules:
+Nothing here imports from the rest of dqnlab but the compiled core (:mod:`dqnlab.core`, whose
+kernels compute the moves, legal moves and spawns). Its modules:
 
 * :mod:`~dqnlab.game.rules`: the rules (moves, legal moves, game over, spawning, new games) for one
   board and for batches, their input checks, and the unchecked fast paths the env and agent call;

@@ -19,9 +19,11 @@ Rules (as in Gabriele Cirulli's original game, https://github.com/gabrielecirull
 * Two 131072 tiles do not merge (so boards never leave the exponent range);
   they cannot both occur in real play, whose largest reachable tile is 131072.
 
-Moves are computed with lookup tables over the 65536 rows whose exponents are
-all <= 15 (each row packed into a 16-bit key of four 4-bit nibbles); rows with
-larger exponents take a slower vectorised fallback.
+Moves are computed by the compiled core's bitboard tables (see
+:mod:`dqnlab.core.bitboard`), exact for exponents up to 17: a board with a tile
+above 32768, or a move merging two 32768s, takes the core's exact byte-wise path.
+Legal moves, spawns and whole env steps are the core's kernels too, with the
+random draws described in :func:`_spawn_unchecked`.
 
 Each public function checks its input (``check_boards``, ``check_action``, ...) and calls
 an unchecked fast path (``move_batch_unchecked``, ``legal_actions_unchecked``,
@@ -31,21 +33,18 @@ know to be valid.
 
 from __future__ import annotations
 
-import array
-import functools
 import operator
-import struct
 
 import numpy as np
 
+from ..core import bitboard
+from ..core.bitboard import MAX_EXPONENT
+
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
 N_ACTIONS = 4
-MAX_EXPONENT = 17
 ACTION_NAMES = ("up", "right", "down", "left")
 SIZE = 4  # the board is SIZE x SIZE
 _CELLS = SIZE * SIZE
-_P_FOUR = 0.1
-_TABLE_MAX = 15  # the largest exponent a 4-bit table key can hold
 
 
 # --------------------------------------------------------------------------
@@ -170,83 +169,12 @@ def check_max_moves(max_moves) -> None:
 
 
 # --------------------------------------------------------------------------
-# Line sliding and lookup tables
+# Unchecked hot paths (the compiled core's kernels)
 # --------------------------------------------------------------------------
 
-def _compact(lines: np.ndarray) -> np.ndarray:
-    """Move the non-zero entries of each row of ``lines`` to the front, keeping order."""
-    order = np.argsort(lines == 0, axis=1, kind="stable")
-    return np.take_along_axis(lines, order, axis=1)
-
-
-def _slide_lines(lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Slide and merge lines toward index 0 (the reference rule, vectorised).
-
-    Parameters
-    ----------
-    lines : numpy.ndarray
-        ``(M, 4)`` uint8 exponents.
-
-    Returns
-    -------
-    slid : numpy.ndarray
-        ``(M, 4)`` uint8 lines after the move.
-    reward : numpy.ndarray
-        ``(M,)`` int64 points scored by each line.
-    """
-    tiles = _compact(lines)
-    out = tiles.copy()
-    reward = np.zeros(len(lines), np.int64)
-    merged_before = np.zeros(len(lines), bool)
-    for j in range(SIZE - 1):
-        a, b = tiles[:, j], tiles[:, j + 1]
-        merge = (a != 0) & (a == b) & (a < MAX_EXPONENT) & ~merged_before
-        out[merge, j] += 1
-        out[merge, j + 1] = 0
-        reward += np.where(merge, np.int64(2) << a.astype(np.int64), 0)
-        merged_before = merge
-    return _compact(out), reward
-
-
-def _build_tables() -> tuple[np.ndarray, np.ndarray]:
-    """Slid lines and rewards for every 16-bit key, for both slide directions.
-
-    Returns
-    -------
-    lines : numpy.ndarray
-        ``(2 * 65536,)`` uint32; entry ``d * 65536 + key`` holds the 4 uint8
-        exponents of the slid line (in line order) packed into one word, where
-        ``key = l[0] | l[1] << 4 | l[2] << 8 | l[3] << 12`` and ``d`` is 0 for
-        a slide toward index 0 (left, up) and 1 toward index 3 (right, down).
-    rewards : numpy.ndarray
-        ``(2 * 65536,)`` uint32 points of the same slides.
-    """
-    keys = np.arange(1 << 16)
-    rows = ((keys[:, None] >> np.arange(0, 16, 4)) & 0xF).astype(np.uint8)
-    to_start, reward_start = _slide_lines(rows)
-    to_end, reward_end = _slide_lines(rows[:, ::-1])
-    lines = np.concatenate([to_start, to_end[:, ::-1]])
-    rewards = np.concatenate([reward_start, reward_end]).astype(np.uint32)
-    return np.ascontiguousarray(lines).view(np.uint32).ravel(), rewards
-
-
-_LINE_TABLE, _REWARD_TABLE = _build_tables()
-# Offset into the tables per action: toward index 3 for RIGHT and DOWN.
-_TABLE_OFFSET = np.array([0, 1, 1, 0], np.intp) << 16
-
-
-def _move_fallback(boards, actions, new, rewards) -> None:
-    """Recompute, in place in ``new`` and ``rewards``, the boards holding exponents > 15."""
-    big = (boards > _TABLE_MAX).any(axis=(1, 2))
-    for action in range(N_ACTIONS):
-        sel = np.flatnonzero(big & (actions == action))
-        if sel.size:
-            # Rotating counter-clockwise (action + 1) times turns the move into "left".
-            k = action + 1
-            lines = np.rot90(boards[sel], k, axes=(1, 2)).reshape(-1, SIZE)
-            slid, line_rewards = _slide_lines(lines)
-            new[sel] = np.rot90(slid.reshape(-1, SIZE, SIZE), -k, axes=(1, 2))
-            rewards[sel] = line_rewards.reshape(-1, SIZE).sum(axis=1)
+def _actions_int64(actions) -> np.ndarray:
+    """``actions`` as a C-contiguous int64 array (one signature for the kernels)."""
+    return np.ascontiguousarray(actions, dtype=np.int64)
 
 
 def move_batch_unchecked(boards: np.ndarray, actions: np.ndarray):
@@ -265,34 +193,18 @@ def move_batch_unchecked(boards: np.ndarray, actions: np.ndarray):
         See :func:`move_batch`.
     """
     n = len(boards)
-    boards = np.ascontiguousarray(boards)
-    b = boards.astype(np.uint16)
-    row_keys = b[:, :, 0] | b[:, :, 1] << 4 | b[:, :, 2] << 8 | b[:, :, 3] << 12
-    col_keys = b[:, 0] | b[:, 1] << 4 | b[:, 2] << 8 | b[:, 3] << 12
-    vertical = (actions & 1) == 0  # UP, DOWN
-    idx = np.where(vertical[:, None], col_keys, row_keys).astype(np.intp)
-    idx += _TABLE_OFFSET[actions][:, None]
-    new = _LINE_TABLE[idx].view(np.uint8).reshape(n, SIZE, SIZE)  # one line per row
-    new[vertical] = new[vertical].transpose(0, 2, 1)
-    points = _REWARD_TABLE[idx]
-    rewards = (points[:, 0] + points[:, 1] + points[:, 2] + points[:, 3]).astype(np.int64)
-    if n and boards.max() > _TABLE_MAX:
-        _move_fallback(boards, actions, new, rewards)
-    # Compare each 16-byte board as two 64-bit words.
-    differs = new.reshape(n, _CELLS).view(np.uint64) != boards.reshape(n, _CELLS).view(np.uint64)
-    return new, rewards, differs[:, 0] | differs[:, 1]
-
-
-# Flat cell i pairs with its right neighbour i + 1 / its lower neighbour i + 4.
-_ROW_PAIRS = np.arange(_CELLS) % SIZE != SIZE - 1
-_COL_PAIRS = np.arange(_CELLS) < _CELLS - SIZE
+    cells = np.ascontiguousarray(boards).reshape(n, _CELLS)
+    new = np.empty((n, SIZE, SIZE), np.uint8)
+    rewards = np.empty(n, np.int64)
+    changed = np.empty(n, bool)
+    bitboard.move_batch(cells, _actions_int64(actions), new.reshape(n, _CELLS), rewards, changed)
+    return new, rewards, changed
 
 
 def legal_actions_unchecked(boards: np.ndarray) -> np.ndarray:
     """Legal actions of N boards, without validation (the hot path of :func:`legal_actions_batch`).
 
-    A move toward a wall changes the board iff some neighbour pair can merge,
-    or has an empty cell on the wall side of a tile.
+    An action is legal iff its move changes the board.
 
     Parameters
     ----------
@@ -305,20 +217,9 @@ def legal_actions_unchecked(boards: np.ndarray) -> np.ndarray:
         ``(N, 4)`` bool, indexed by board then action.
     """
     n = len(boards)
-    flat = np.ascontiguousarray(boards).reshape(-1)
-    # pair_flags[action, p]: the pair starting at flat cell p makes action legal.
-    pair_flags = np.zeros((N_ACTIONS, flat.size), bool)
-    for step, toward_first, toward_second in ((1, LEFT, RIGHT), (SIZE, UP, DOWN)):
-        first, second = flat[:-step], flat[step:]
-        first_empty, second_empty = first == 0, second == 0
-        merge = (first == second) & ~first_empty & (first < MAX_EXPONENT)
-        np.logical_or(merge, first_empty & ~second_empty, out=pair_flags[toward_first, :-step])
-        np.logical_or(merge, second_empty & ~first_empty, out=pair_flags[toward_second, :-step])
-    pair_flags = pair_flags.reshape(N_ACTIONS, n, _CELLS)
-    pair_flags[[LEFT, RIGHT]] &= _ROW_PAIRS  # drop pairs that wrap to the next row or board
-    pair_flags[[UP, DOWN]] &= _COL_PAIRS
-    words = pair_flags.view(np.uint64)  # (4, N, 2): any flag set among a board's 16 pairs
-    return ((words[:, :, 0] | words[:, :, 1]) != 0).T.copy()
+    legal = np.empty((n, N_ACTIONS), bool)
+    bitboard.legal_batch(np.ascontiguousarray(boards).reshape(n, _CELLS), legal)
+    return legal
 
 
 def _is_game_over_unchecked(boards: np.ndarray) -> np.ndarray:
@@ -329,79 +230,23 @@ def _is_game_over_unchecked(boards: np.ndarray) -> np.ndarray:
 def _spawn_unchecked(boards: np.ndarray, rng: np.random.Generator, mask=None) -> None:
     """Spawn a tile in place on each board where ``mask`` holds and a cell is empty.
 
-    ``boards`` is a C-contiguous uint8 ``(N, 4, 4)`` array.
+    ``boards`` is a C-contiguous uint8 ``(N, 4, 4)`` array. The draws: one uniform per board
+    (all N) picks the ``floor(u * E)``-th of its ``E`` empty cells, then one per spawning board
+    picks the tile (a 4 below 0.1, else a 2); see :func:`dqnlab.core.bitboard.spawn_batch`.
     """
     n = len(boards)
     cells = boards.reshape(n, _CELLS)  # a view, as boards is C-contiguous
-    # running[p, i]: empty cells among cells 0..p of board i; laid out (16, N)
-    # so that the running sum is 15 vector additions.
-    running = np.ascontiguousarray((cells == 0).T, dtype=np.uint8)
-    for p in range(1, _CELLS):
-        running[p] += running[p - 1]
-    counts = running[-1]
-    nth = (rng.random(n) * counts).astype(np.uint8)  # uniform in 0..counts-1
-    # The (nth + 1)-th empty cell is the first cell whose running count exceeds nth.
-    target = (running <= nth).sum(axis=0, dtype=np.uint8)
-    rows = np.flatnonzero(counts > 0 if mask is None else (counts > 0) & mask)
-    cells[rows, target[rows]] = np.where(rng.random(rows.size) < _P_FOUR, 2, 1)
-
-
-# One board in pure Python: for a single board, a dozen NumPy calls on 16 cells cost more
-# than the arithmetic, so :func:`advance` reads the same tables as Python integers.
-_PACK_LINES = struct.Struct("<4I").pack  # four table lines (uint32, cell 0 in the low byte) -> 16 bytes
-
-
-@functools.cache
-def _one_board_tables() -> tuple[array.array, array.array, bytes]:
-    """The move tables as ``array`` (indexed as Python ints) and, per line key and
-    table offset, whether that move changes the line (legal-move checks)."""
-    keys = np.arange(1 << 16, dtype=np.uint32)
-    unpacked = (keys & 15) | (keys >> 4 & 15) << 8 | (keys >> 8 & 15) << 16 | (keys >> 12 & 15) << 24
-    movable = (_LINE_TABLE != np.tile(unpacked, 2)).astype(np.uint8).tobytes()
-    return array.array("I", _LINE_TABLE.tobytes()), array.array("I", _REWARD_TABLE.tobytes()), movable
-
-
-def _line_keys(cells: bytes | bytearray) -> tuple[list[int], list[int]]:
-    """Table keys (4-bit nibbles, first cell lowest) of the four rows and the four
-    columns of a board given as its 16 row-major exponent bytes (all <= 15)."""
-    rows = [cells[i] | cells[i + 1] << 4 | cells[i + 2] << 8 | cells[i + 3] << 12 for i in (0, 4, 8, 12)]
-    cols = [cells[j] | cells[j + 4] << 4 | cells[j + 8] << 8 | cells[j + 12] << 12 for j in range(4)]
-    return rows, cols
-
-
-def _advance_one(board: np.ndarray, action: int, rng: np.random.Generator):
-    """:func:`advance` for one ``(4, 4)`` board with tiles below ``2**15`` (None for
-    others: a 32768 + 32768 merge would leave the tables). Same results and the same
-    random draws as the batched path."""
-    cells = board.tobytes()  # row-major exponents
-    if max(cells) >= _TABLE_MAX:
-        return None
-    line, reward, movable = _one_board_tables()
-    offset = int(_TABLE_OFFSET[action])
-    rows, cols = _line_keys(cells)
-    keys = rows if action & 1 else cols  # RIGHT, LEFT move rows; UP, DOWN columns
-    packed = _PACK_LINES(*[line[k + offset] for k in keys])
-    new = packed if action & 1 else packed[0::4] + packed[1::4] + packed[2::4] + packed[3::4]  # columns: transpose
-    points = sum(reward[k + offset] for k in keys)
-    changed = new != cells
-    nth = rng.random()  # drawn for every board, as _spawn_unchecked does
-    if changed:  # a move that changes the board leaves an empty cell
-        empty = [i for i, v in enumerate(new) if not v]
-        new = bytearray(new)
-        new[empty[int(nth * len(empty))]] = 2 if rng.random() < _P_FOUR else 1
-    rows, cols = _line_keys(new)
-    far = 1 << 16  # offset of the moves toward index 3 (RIGHT, DOWN)
-    legal = (any(movable[k] for k in cols), any(movable[k + far] for k in rows),
-             any(movable[k + far] for k in cols), any(movable[k] for k in rows))
-    return (np.frombuffer(bytearray(new), np.uint8).reshape(1, SIZE, SIZE), np.array([points], np.int64),
-            np.array([changed]), np.array([legal]))
+    mask = np.ones(n, bool) if mask is None else np.ascontiguousarray(mask, dtype=bool)
+    bitboard.spawn_batch(cells, rng, mask)
 
 
 def advance(boards: np.ndarray, actions: np.ndarray, rng: np.random.Generator):
     """Move, spawn a tile on the boards that changed, and find the legal actions after.
 
-    The core of every env step, without validation. A single board takes
-    :func:`_advance_one` (same results and random draws as the batched path).
+    The core of every env step, without validation: one call of the compiled kernel
+    :func:`dqnlab.core.bitboard.advance_batch` for any N (a single board included), with the
+    same results and random draws as :func:`move_batch` then :func:`spawn_batch` on the
+    boards that changed.
 
     Parameters
     ----------
@@ -423,14 +268,14 @@ def advance(boards: np.ndarray, actions: np.ndarray, rng: np.random.Generator):
     legal : numpy.ndarray
         ``(N, 4)`` bool legal actions of ``next_boards``.
     """
-    if len(boards) == 1:
-        out = _advance_one(boards[0], int(actions[0]), rng)
-        if out is not None:
-            return out
-    next_boards, points, changed = move_batch_unchecked(boards, actions)
-    _spawn_unchecked(next_boards, rng, changed)
-    return next_boards, points, changed, legal_actions_unchecked(next_boards)
-
+    n = len(boards)
+    next_boards = np.empty((n, SIZE, SIZE), np.uint8)
+    points = np.empty(n, np.int64)
+    changed = np.empty(n, bool)
+    legal = np.empty((n, N_ACTIONS), bool)
+    bitboard.advance_batch(np.ascontiguousarray(boards).reshape(n, _CELLS), _actions_int64(actions), rng,
+                           next_boards.reshape(n, _CELLS), points, changed, legal)
+    return next_boards, points, changed, legal
 
 
 # --------------------------------------------------------------------------
@@ -669,8 +514,7 @@ def new_boards(n: int, rng: np.random.Generator) -> np.ndarray:
         raise ValueError(f"n must be >= 0, got {n}")
     _check_rng(rng)
     boards = np.zeros((n, SIZE, SIZE), np.uint8)
-    _spawn_unchecked(boards, rng)
-    _spawn_unchecked(boards, rng)
+    bitboard.new_boards_into(boards.reshape(n, _CELLS), rng)  # two spawns, as two spawn_batch calls
     return boards
 
 

@@ -15,23 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.bitboard import CELL_PERMUTATIONS
+
 __all__ = ["N_SYMMETRIES", "CELL_PERMUTATIONS", "ACTION_PERMUTATIONS", "transform_boards", "transform_actions"]
 
 N_SYMMETRIES = 8
 
 # Direction of each action id as (row step, column step): 0 up, 1 right, 2 down, 3 left.
 _DIRECTIONS = ((-1, 0), (0, 1), (1, 0), (0, -1))
-
-
-def _cell_permutations() -> np.ndarray:
-    """``(8, 16)`` int64: the identity, three rotations, and the four reflections."""
-    grid = np.arange(16).reshape(4, 4)
-    out = []
-    for flip in (False, True):
-        g = grid.T if flip else grid
-        for k in range(4):
-            out.append(np.rot90(g, k).reshape(16))
-    return np.array(out, dtype=np.int64)
 
 
 def _action_permutations(perms: np.ndarray) -> np.ndarray:
@@ -51,8 +42,6 @@ def _action_permutations(perms: np.ndarray) -> np.ndarray:
     return out
 
 
-#: ``(8, 16)`` int64 cell permutations, symmetry 0 the identity.
-CELL_PERMUTATIONS = _cell_permutations()
 #: ``(8, 4)`` int64: ``ACTION_PERMUTATIONS[g, a]`` is action ``a`` seen on the board transformed by ``g``.
 ACTION_PERMUTATIONS = _action_permutations(CELL_PERMUTATIONS)
 

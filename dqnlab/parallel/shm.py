@@ -220,7 +220,7 @@ class SharedReplay(ReplayBuffer):
         self.los = np.cumsum([0] + caps[:-1]).astype(np.int64)
         self.worker = worker
         self.arrays = {name: arrays[name] for name in FIELDS}
-        self._seg_size = arrays["seg_size"]
+        self._seg_size, self._seg_pos, self._caps = arrays["seg_size"], arrays["seg_pos"], np.array(caps, np.int64)
         self.segment = None if worker is None else _Segment(arrays, worker, int(self.los[worker]), caps[worker])
         self.rng = np.random.default_rng(seed)
         self.added = 0
@@ -253,6 +253,22 @@ class SharedReplay(ReplayBuffer):
         self.added += len(actions)
         lo = int(self.los[self.worker])
         return slice(idx.start + lo, idx.stop + lo) if isinstance(idx, slice) else idx + lo
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """The block's segments for the compiled core (:meth:`ReplayBuffer.segments`): the block's own position
+        and size arrays, written in place.
+
+        Raises
+        ------
+        RuntimeError
+            For a reader (``worker`` None).
+        """
+        if self.worker is None:
+            raise RuntimeError("a reader's view of the shared replay buffer (worker None) cannot add transitions")
+        return self.los, self._caps, self._seg_pos, self._seg_size, self.worker
+
+    def set_segments(self, pos: np.ndarray, size: np.ndarray) -> None:
+        """Nothing to take back: :meth:`segments` are the block's arrays."""
 
     def sample(self, batch_size: int) -> Minibatch:
         """``batch_size`` transitions uniformly, with replacement, from all segments' filled slots (a

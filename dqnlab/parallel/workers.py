@@ -74,7 +74,13 @@ class LearnerTask:
 
     # ------------------------------------------------------------------ the scheme's part
     def after_step(self) -> None:
-        """Called after every act-and-learn step (``independent``: the sync check-in)."""
+        """Called after every act-and-learn step, or chunk of them on the compiled core
+        (``independent``: the sync check-in)."""
+
+    def update_limit(self) -> int | None:
+        """The update count at which :meth:`after_step` must run, so that the compiled loop stops there
+        (``independent``: the next sync round); None: any."""
+        return None
 
     def report_extra(self) -> dict[str, Any]:
         """The scheme's own counters in each report."""
@@ -144,8 +150,9 @@ class LearnerTask:
         next_report = time.perf_counter() + self.report_every_s
         try:
             while self.running():
-                learner.act_step()
-                learner.learn()
+                learner.advance(None if self.budget is None else self.budget - learner.env_steps,
+                                next_report if self.deadline is None else min(next_report, self.deadline),
+                                self.update_limit())
                 check_fault(self.fault, self.ch.worker, env_steps=learner.env_steps, updates=learner.updates)
                 self.after_step()
                 now = time.perf_counter()

@@ -22,6 +22,7 @@ from ..game import VecGame2048, legal_actions_batch
 from ..game.rules import legal_actions_unchecked
 from ..replay import NStepReturns, make_buffer, update_priorities
 from .loop import Progress, replay_ratio
+from .native import NativeLoop, native_reason
 
 __all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update"]
 
@@ -88,6 +89,10 @@ class Learner:
     samples_per_update : int
         Minibatch samples one update trains on (``config.batch_size``; a scheme whose
         update trains on more, such as ``averaged``, sets it), for the replay ratio.
+    native : NativeLoop or None
+        The compiled loop :meth:`advance` and :meth:`run` take where the config allows it
+        (:func:`~dqnlab.runtime.native.native_reason`: afterstate n-tuple learning on the CPU, uniform
+        replay); None: the Python loop.
     """
 
     def __init__(self, config: TrainConfig, worker: int = 0, clock0: float | None = None, device: Any = "cpu"):
@@ -108,6 +113,7 @@ class Learner:
         self.samples_per_update = config.batch_size
         self._credit = 0.0
         self.clock0 = time.perf_counter() if clock0 is None else clock0
+        self.native = NativeLoop(self) if native_reason(config, device) is None else None
 
     @property
     def epsilon(self) -> float:
@@ -128,6 +134,8 @@ class Learner:
 
         Returns the number of env steps taken (``n_envs``).
         """
+        if self.native is not None:
+            return self.native.run(1, learn=False)
         t0 = time.perf_counter()
         actions = self.agent.act(self.boards, self.masks, self.epsilon)
         out = self.env.step(actions)
@@ -178,11 +186,14 @@ class Learner:
         if n <= 0:
             return 0
         t0 = time.perf_counter()
-        if self.config.prioritized:
-            self.buffer.beta = self.priority_beta
-        for _ in range(n):
-            self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
-        self.agent.refresh_acting()
+        if self.native is not None:
+            self.native.learn(n)
+        else:
+            if self.config.prioritized:
+                self.buffer.beta = self.priority_beta
+            for _ in range(n):
+                self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
+            self.agent.refresh_acting()
         self._credit -= n
         self.timing["learning"] += time.perf_counter() - t0
         return n
@@ -197,6 +208,25 @@ class Learner:
         """The :class:`Progress` of a run made of this one learner, with the scheme's ``time_split`` (seconds)."""
         return Progress(self.env_steps, self.updates, self.episodes, time_split, self.diagnostics())
 
+    def advance(self, env_steps: int | None = None, deadline: float | None = None,
+                update_limit: int | None = None) -> int:
+        """Act and learn: :meth:`act_step` then :meth:`learn`, once; or, on the compiled core
+        (:attr:`native`), as many such steps as fit before ``env_steps`` more env steps (rounded up to
+        whole steps of the ``n_envs`` boards), the ``deadline`` (a ``time.perf_counter()`` value), and the
+        step that brings the updates to ``update_limit``, in one call. Returns the env steps taken.
+
+        Raises
+        ------
+        FloatingPointError
+            If an update's TD loss is NaN or infinite (see :meth:`dqnlab.DQNAgent.step`).
+        """
+        if self.native is None:
+            n = self.act_step()
+            self.learn()
+            return n
+        steps = 1 << 40 if env_steps is None else max(1, -(-env_steps // self.config.n_envs))
+        return self.native.run(steps, deadline, update_limit=update_limit)
+
     def run(self, env_steps: int, deadline: float | None = None) -> None:
         """Alternate acting and learning for ``env_steps`` env steps or until ``deadline``.
 
@@ -204,8 +234,7 @@ class Learner:
         """
         target = self.env_steps + env_steps
         while self.env_steps < target and (deadline is None or time.perf_counter() < deadline):
-            self.act_step()
-            self.learn()
+            self.advance(target - self.env_steps, deadline)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

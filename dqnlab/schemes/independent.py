@@ -414,6 +414,9 @@ class _IndependentLearner(LearnerTask):
             raise UnexpectedMessage(f"learner {self.ch.worker} (at a sync barrier)", reply)
         self.awaiting = None
 
+    def update_limit(self) -> int:
+        return (self.schedule.last_round + 1) * self.schedule.sync_every
+
     def report_extra(self) -> dict[str, Any]:
         return {"score": recent_score(self.learner.episodes, SCORE_WINDOW), "replay": self.learner.buffer.statistics()}
 

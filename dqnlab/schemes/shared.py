@@ -40,8 +40,12 @@ The target network is copied from the online one every ``target_update`` updates
 the shared update counter. Epsilon and ``learning_starts`` count env steps of all
 workers together (one learner).
 
-This scheme is single-machine by nature (shared memory): it always runs on joblib's
-``loky`` backend. The block and the lock files are removed on every path out.
+This scheme is single-machine by nature (shared memory): it runs on joblib's ``loky`` backend,
+or, with ``threads=True``, on its ``threading`` backend: the K workers are threads of this process
+over the same block, which pays where the work releases the GIL -- the compiled core that
+trains the n-tuple presets (:mod:`dqnlab.core`) does, as the C++ n-tuple learners' threads share
+one table (Jaskowski 2018). The lock is a ``flock`` on a file, which excludes threads too (each
+worker opens its own descriptor). The block and the lock files are removed on every path out.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import Learner, worker_seeds
 from ..runtime.loop import RunLoop
+from ..runtime.native import NativeLoop
 from ..runtime.results import RunResult
 
 __all__ = ["Options", "run", "shared_layout"]
@@ -78,6 +83,9 @@ class Options(SchemeOptions):
     """Options of ``shared`` (keyword arguments of :func:`dqnlab.train`)."""
 
     lock: bool = option(True, "Serialise updates with a lock; False: Hogwild, no lock (see dqnlab.schemes.shared).")
+    threads: bool = option(
+        False, "Run the workers as threads of this process instead of processes: the same block, lock and "
+        "algorithm, in parallel where the work releases the GIL (the compiled core of the n-tuple presets does).")
 
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
@@ -214,7 +222,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                       resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
         def workers_act_and_learn() -> None:
-            with TaskGroup(_shared_task, tasks, backend="loky") as group:
+            with TaskGroup(_shared_task, tasks, backend="threading" if options.threads else "loky") as group:
                 drive_tasks(group, loop, parent, checkpoints=_checkpoint is not None)
 
         return run_to_end("shared", loop, workers_act_and_learn, result, final_state=parent.final_checkpoint)
@@ -278,6 +286,9 @@ class _SharedLearner(Learner):
         bind_agent(self.agent, arrays)
         self.arrays, self.lock = arrays, lock
         self.lock_wait = 0.0
+        if self.native is not None:  # the compiled loop on the block: all workers' steps, updates and syncs
+            self.native = NativeLoop(self, steps_of_all=arrays["env_steps"],
+                                     totals=(arrays["updates_total"], arrays["target_syncs"]), me=worker)
 
     def state_dict(self) -> dict[str, Any]:
         """This worker's private state (the model, Adam and replay are in the block)."""
@@ -312,6 +323,18 @@ class _SharedLearner(Learner):
     def learning_ready(self) -> bool:
         return self._global_env_steps() >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size
 
+    def advance(self, env_steps: int | None = None, deadline: float | None = None,
+                update_limit: int | None = None) -> int:
+        """:meth:`Learner.advance`: lock-free on the compiled core, a whole chunk on the block; with the
+        lock, one step, whose updates each take the lock."""
+        if self.native is not None and self.lock is None:
+            n = super().advance(env_steps, deadline, update_limit)
+            self.arrays["updates"][self.worker] = self.agent.updates
+            return n
+        n = self.act_step()
+        self.learn()
+        return n
+
     def act_step(self) -> int:
         n = super().act_step()
         self.arrays["env_steps"][self.worker] = self.env_steps
@@ -333,24 +356,27 @@ class _SharedLearner(Learner):
         if c.prioritized:
             self.buffer.beta = self.priority_beta
         for _ in range(n):
-            batch = self.buffer.sample(c.batch_size)
+            batch = None if self.native is not None else self.buffer.sample(c.batch_size)
             if self.lock is not None:
                 tw = time.perf_counter()
                 self.lock.acquire()
                 wait += time.perf_counter() - tw
             try:
-                value = agent.step(batch, update=int(a["updates_total"][0]) + 1)  # on the shared model
-                agent.updates += 1
-                a["updates_total"][0] += 1
+                if batch is None:  # the compiled update, which counts and syncs in the block itself
+                    self.native.learn(1)
+                else:
+                    self.last_loss = agent.step(batch, update=int(a["updates_total"][0]) + 1)  # on the shared model
+                    agent.updates += 1
+                    a["updates_total"][0] += 1
+                    if c.target_update > 1 and a["updates_total"][0] // c.target_update > a["target_syncs"][0]:
+                        a["target_syncs"][0] = a["updates_total"][0] // c.target_update
+                        a["target"][:] = a["theta"]  # (target_update 1: the target is the online network)
                 a["updates"][self.worker] = agent.updates
-                if c.target_update > 1 and a["updates_total"][0] // c.target_update > a["target_syncs"][0]:
-                    a["target_syncs"][0] = a["updates_total"][0] // c.target_update
-                    a["target"][:] = a["theta"]  # (target_update 1: the target is the online network)
             finally:
                 if self.lock is not None:
                     self.lock.release()
-            self.last_loss = value
-            update_priorities(self.buffer, batch, agent.td_errors)  # (this worker's own last gradient's)
+            if batch is not None:
+                update_priorities(self.buffer, batch, agent.td_errors)  # (this worker's own last gradient's)
         self.spend_updates(n)
         self.lock_wait += wait
         self.timing["learning"] += time.perf_counter() - t0 - wait

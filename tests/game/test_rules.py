@@ -203,8 +203,8 @@ def test_batch_functions_agree_with_single_board_functions(batch):
 @PROPERTY
 @given(BOARDS, ACTIONS, st.integers(0, 2**32 - 1))
 def test_one_board_step_matches_the_batched_step(board, action, seed):
-    # env steps of a single board take a pure-Python path: same boards, points, legal moves
-    # and random draws as the NumPy path of many boards (which reference_move checks)
+    # an env step of a single board (rules.advance, one compiled kernel) gives the same boards,
+    # points, legal moves and random draws as move_batch then a spawn (which reference_move checks)
     board[np.random.default_rng(seed).random((4, 4)) < 0.3] = 0  # room for moves and spawns
     one_rng, batch_rng = np.random.default_rng(seed), np.random.default_rng(seed)
     one = rules.advance(board[None], np.array([action]), one_rng)
@@ -216,12 +216,18 @@ def test_one_board_step_matches_the_batched_step(board, action, seed):
     assert one_rng.random() == batch_rng.random()  # the streams are at the same place
 
 
-def test_one_board_path_takes_every_board_without_big_tiles():
+def test_one_board_step_merges_big_tiles_exactly():
+    # a single board whose move leaves 4 bits a cell (32768 + 32768) takes the core's exact path
     rng = np.random.default_rng(0)
-    boards = np.minimum(rng.integers(0, 15, (200, 4, 4)), rng.integers(0, 15, (200, 4, 4))).astype(np.uint8)
-    taken = [rules._advance_one(b, int(a), rng) is not None for b, a in zip(boards, rng.integers(0, 4, 200))]
-    assert all(taken)  # the comparison above is not vacuous
-    assert rules._advance_one(embed([2**15, 2**15, 0, 0], LEFT), LEFT, rng) is None  # 65536: tables end
+    for tiles, action, points in (([2**15, 2**15, 0, 0], LEFT, 2**16), ([2**16, 2**16, 2, 2], UP, 2**17 + 4),
+                                  ([2**17, 2**17, 0, 0], RIGHT, 0)):
+        board = embed(tiles, action)
+        new, got_points, changed, legal = rules.advance(board[None], np.array([action]), rng)
+        expected, expected_points = reference_move(board, action)
+        assert got_points[0] == points == expected_points and changed[0] == (points > 0)
+        spawned = new[0] != expected
+        assert spawned.sum() == changed[0] and (expected[spawned] == 0).all()
+        np.testing.assert_array_equal(legal[0], legal_actions(new[0]))
 
 
 def test_move_batch_handles_mixed_actions_and_big_tiles():

@@ -1,0 +1,95 @@
+"""Compiling the kernels: once per machine, cached on disk, and said aloud while it takes long.
+
+numba compiles a kernel the first time it runs and writes the machine code to its cache
+(``cache=True``): the package's ``__pycache__`` folders where they are writable, else numba's
+per-user cache folder, or ``NUMBA_CACHE_DIR`` when set. Later processes -- a new run, loky and Dask
+workers on the machine -- load it in well under a second. The first run on a machine compiles for
+tens of seconds; :func:`notice` says so while it happens, and how long it took.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+__all__ = ["notice", "NOTICE_AFTER_S", "refresh_cache"]
+
+_CORE = Path(__file__).resolve().parent
+
+#: Seconds a first call may take before :func:`notice` says that it is compiling.
+NOTICE_AFTER_S = 1.5
+
+_seen: set[str] = set()
+_lock = threading.Lock()
+
+
+@contextmanager
+def notice(what: str, stream: TextIO | None = None, after_s: float = NOTICE_AFTER_S) -> Iterator[None]:
+    """Around the first call of the kernels ``what`` (once per process and name): if the block is still
+    running after ``after_s`` seconds, print that the kernels are being compiled (first run only), and
+    at its end how long it took, to ``stream`` (default ``sys.stderr``). Later uses do nothing."""
+    with _lock:
+        first = what not in _seen
+        _seen.add(what)
+    if not first:
+        yield
+        return
+    out = sys.stderr if stream is None else stream
+    t0 = time.perf_counter()
+    said = threading.Event()
+
+    def say() -> None:
+        said.set()
+        print(f"dqnlab: compiling {what} (numba; the first run on this machine only, then cached) ...",
+              file=out, flush=True)
+
+    timer = threading.Timer(after_s, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if said.is_set():
+            print(f"dqnlab: compiled {what} in {time.perf_counter() - t0:.1f} s", file=out, flush=True)
+
+
+def refresh_cache(folder: Path | None = None) -> bool:
+    """Drop the core's cached machine code when any of its sources changed since it was compiled.
+
+    numba checks a cached kernel against its own source file only, not against the files of the kernels
+    it calls and inlines, so an upgrade that changes a helper in one module could leave a caller in
+    another running the old helper. The cache (``folder``, default: the core's ``__pycache__``, or
+    ``NUMBA_CACHE_DIR`` when set) is therefore marked with a hash of all the core's sources, and
+    emptied of the core's ``.nbi``/``.nbc`` files when the mark differs. Returns whether it was
+    emptied; a folder that cannot be written is left as it is.
+    """
+    digest = hashlib.sha1()
+    for source in sorted(_CORE.glob("*.py")):
+        digest.update(source.read_bytes())
+    if folder is None:
+        folder = Path(os.environ["NUMBA_CACHE_DIR"]) if os.environ.get("NUMBA_CACHE_DIR") else _CORE / "__pycache__"
+    mark = folder / f"dqnlab-core-{digest.hexdigest()[:16]}.mark"
+    if mark.exists():
+        return False
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        modules = {p.stem for p in _CORE.glob("*.py")}
+        # (in NUMBA_CACHE_DIR, numba keeps this folder's kernels in a subfolder named after it: core_<hash>)
+        for place in [folder, *folder.glob(f"{_CORE.name}_*")]:
+            for old in [*place.glob("*.nbi"), *place.glob("*.nbc")]:
+                if old.name.split(".")[0] in modules:
+                    old.unlink(missing_ok=True)
+        for stale in folder.glob("dqnlab-core-*.mark"):
+            stale.unlink(missing_ok=True)
+        mark.touch()
+    except OSError:  # a read-only install: numba caches in its per-user folder instead
+        return False
+    return True

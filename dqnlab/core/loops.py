@@ -1,0 +1,410 @@
+"""The acting loop and the learner's loop of afterstate DQN on an n-tuple network, as kernels.
+
+One call runs a whole chunk of a :class:`~dqnlab.runtime.learner.Learner`'s work -- many act steps
+of its ``N`` boards, the transitions made n-step and stored in its replay buffer, and the updates
+owed at the replay ratio -- so that Python runs once per chunk of thousands of env steps, not once
+per step. Each step is the same computation, with the same random draws in the same order, as the
+Python path it replaces (``DQNAgent.act``, ``VecGame2048.step``, ``NStepReturns.push``,
+``ReplayBuffer.add_batch`` and ``sample``, ``DQNAgent.update``): ``tests/core/test_native.py``
+runs both side by side.
+
+The algorithm is DQN (Mnih et al. 2015) learning afterstate values V (Szubert and Jaskowski 2014:
+TD(0) on afterstates with an n-tuple network): the target of ``V(afterstate(s, a))`` is
+``gamma^k (1 - done) max_a' [r(s', a') + V_target(afterstate(s', a'))]`` (plus, for an n-step
+transition of ``k`` steps, its return less the move's own reward), the online V chooses ``a'`` with
+Double DQN and a separate target, and the minibatch's MSE or Huber loss takes one plain SGD step
+on the rows it used. Every array is the caller's and is changed in place: the env's boards, scores
+and move counts, the replay's arrays and positions, the n-step ring, the weights and the counters,
+and the NumPy Generators' states (so checkpoints see the state as it is after the chunk).
+
+Groups of arguments (plain tuples, in this order):
+
+* ``env`` = ``(boards (N, 16) uint8, scores (N,) int64, moves (N,) int64, masks (N, 4) bool)``;
+* ``replay`` = ``(boards (C, 16) uint8, actions (C,) uint8, rewards (C,) float32, next_boards (C, 16)
+  uint8, dones (C,) bool, next_masks (C, 4) bool, steps (C,) uint8, seg_lo (K,), seg_cap (K,),
+  seg_pos (K,), seg_size (K,) int64)``: K segments, this learner writing segment ``me`` and sampling
+  all (one segment for a learner's own buffer; one a worker in ``shared``);
+* ``nstep`` = ``(boards (n, N, 16) uint8, actions (n, N) uint8, rewards (n, N) float32, pending (N,)
+  int64)``;
+* ``net`` = ``(online (R,) float32, target (R,) float32, runs, n_runs, offsets)``: the weights and the
+  :func:`dqnlab.core.ntuple.layout`;
+* ``hp``: :class:`Hyper`; ``ctr``: :data:`COUNTERS` int64 and ``times``: :data:`TIMES` float64 arrays;
+* ``totals`` = ``(updates (1,), target_syncs (1,) int64)``: the updates of every learner that trains
+  these weights and the target syncs so far (``shared``: the block's counters; else this learner's).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .bitboard import advance_batch, afterstate, kernel, legal_batch, new_boards_into, pack
+from .clock import now
+from .ntuple import afterstate_rows, features, gather, sgd_rows
+
+__all__ = ["Hyper", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "OK", "RECORDS_FULL",
+           "NON_FINITE"]
+
+#: Status of a chunk: ran to its end (or deadline); stopped before a step whose games might not fit
+#: the episode records; stopped at an update whose loss was not finite (its weights untouched).
+OK, RECORDS_FULL, NON_FINITE = 0, 1, 2
+
+#: Slots of the int64 counters array ``ctr``: this learner's env steps and updates, transitions added,
+#: n-step pushes, episode records filled, and the learner's index ``me`` among ``steps_of_all``.
+COUNTERS = ("env_steps", "updates", "added", "nstep_t", "records", "me")
+#: Slots of the float64 array ``times``: the owed-update credit, the last TD loss, seconds acting and
+#: learning, and the last update's mean trained value.
+TIMES = ("credit", "last_loss", "acting_s", "learning_s", "q_mean")
+#: Columns of an episode record.
+RECORD_COLUMNS = ("env_steps", "wall_time", "score", "max_tile", "moves", "epsilon", "loss")
+
+(_ENV_STEPS, _UPDATES, _ADDED, _NSTEP_T, _RECORDS, _ME) = range(6)
+(_CREDIT, _LAST_LOSS, _ACTING, _LEARNING, _Q_MEAN) = range(5)
+
+
+class Hyper(NamedTuple):
+    """The settings a chunk reads (a :class:`~dqnlab.TrainConfig`'s, in the kernels' types)."""
+
+    gamma: float
+    lr: float
+    updates_per_env_step: float
+    epsilon_start: float
+    epsilon_end: float
+    epsilon_decay_steps: float
+    epsilon_decay_rate: float  # 0: linear decay
+    invalid_move_reward: float
+    huber: bool
+    log_rewards: bool
+    double_dqn: bool
+    separate_target: bool
+    target_update: int
+    learning_starts: int
+    batch_size: int
+    max_moves: int  # 0: no limit
+    n_step: int
+
+
+def workspace(n_envs: int, batch_size: int, placements: int) -> tuple:
+    """The scratch arrays of :func:`run_chunk` and :func:`learn_updates` for ``n_envs`` boards, minibatches of
+    ``batch_size`` and ``placements`` rows a board (allocated once per learner, not per step): the rows,
+    rewards and legality of the afterstates of the boards acted on and of the minibatch's next boards."""
+    return (np.empty((n_envs, 4, placements), np.int64), np.empty((n_envs, 4), np.float32),
+            np.empty((n_envs, 4), np.bool_), np.empty((batch_size, 4, placements), np.int64),
+            np.empty((batch_size, 4), np.float32), np.empty((batch_size, 4), np.bool_))
+
+
+@kernel
+def _epsilon(hp, env_steps, updates):
+    """``dqnlab.agent.dqn.epsilon_at``."""
+    if hp.epsilon_decay_rate > 0:
+        return max(hp.epsilon_end, hp.epsilon_start * hp.epsilon_decay_rate ** updates)
+    frac = min(1.0, env_steps / hp.epsilon_decay_steps)
+    return hp.epsilon_start + frac * (hp.epsilon_end - hp.epsilon_start)
+
+
+@kernel
+def _reward(hp, points):
+    """``dqnlab.agent.dqn.transform_rewards`` of one float32 reward."""
+    r = np.float32(points)
+    if hp.log_rewards and r != 0:
+        a = np.float32(np.log2(np.float32(1.0) + abs(r)))
+        return a if r > 0 else -a
+    return r
+
+
+@kernel
+def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
+    """``DQNAgent.act``: epsilon-greedy over the legal moves; greedy is the best ``r + V(afterstate)``
+    (the afterstates' weight rows of all boards first, then their values)."""
+    n = boards.shape[0]
+    explore = np.empty(n, np.bool_)
+    for i in range(n):
+        explore[i] = rng.random() < epsilon
+    scores = np.empty((n, 4), np.float64)
+    for i in range(n):
+        for a in range(4):
+            scores[i, a] = rng.random()
+    scratch = np.empty(16, np.uint8)
+    online, _, runs, n_runs, offsets = net
+    rows, rewards, legal = work[0], work[1], work[2]
+    for i in range(n):
+        if not explore[i]:
+            afterstate_rows(boards[i], runs, n_runs, offsets, hp.log_rewards, scratch, rows[i], rewards[i], legal[i])
+    for i in range(n):
+        if not explore[i]:
+            for a in range(4):
+                scores[i, a] = gather(online, rows[i, a]) + rewards[i, a] if legal[i, a] else -np.inf
+        best = -np.inf
+        actions[i] = 0
+        for a in range(4):
+            if masks[i, a] and scores[i, a] > best:
+                best = scores[i, a]
+                actions[i] = a
+
+
+@kernel
+def _store(replay, me, ctr, board, action, reward, next_board, done, next_mask, steps):
+    """``ReplayBuffer.add_batch`` of one transition into segment ``me`` (data first, then its size)."""
+    r_boards, r_actions, r_rewards, r_next, r_dones, r_masks, r_steps, lo, cap, pos, size = replay
+    slot = lo[me] + pos[me]
+    r_boards[slot] = board
+    r_actions[slot] = action
+    r_rewards[slot] = reward
+    r_next[slot] = next_board
+    r_dones[slot] = done
+    r_masks[slot] = next_mask
+    r_steps[slot] = steps
+    pos[me] = (pos[me] + 1) % cap[me]
+    size[me] = min(size[me] + 1, cap[me])
+    ctr[_ADDED] += 1
+
+
+@kernel
+def _push(nstep, replay, ctr, hp, boards, actions, rewards, next_boards, dones, next_masks, ended):
+    """``NStepReturns.push`` then ``add_batch``: the transitions a step completes, oldest first."""
+    me = ctr[_ME]
+    n_envs = boards.shape[0]
+    if hp.n_step == 1:
+        for i in range(n_envs):
+            _store(replay, me, ctr, boards[i], actions[i], rewards[i], next_boards[i], dones[i], next_masks[i], 1)
+        return
+    ring_b, ring_a, ring_r, pending = nstep
+    n = hp.n_step
+    slot = ctr[_NSTEP_T] % n
+    for i in range(n_envs):
+        ring_b[slot, i] = boards[i]
+        ring_a[slot, i] = actions[i]
+        ring_r[slot, i] = rewards[i]
+        pending[i] += 1
+    ctr[_NSTEP_T] += 1
+    back = np.empty((n, n_envs), np.float64)  # back[d, i]: return of board i from d steps back to now
+    for i in range(n_envs):
+        ret = 0.0
+        for d in range(n):
+            ret = np.float64(ring_r[(slot - d) % n, i]) + hp.gamma * ret
+            back[d, i] = ret
+    for d in range(n - 1, -1, -1):  # oldest first, then by board
+        for i in range(n_envs):
+            if d < pending[i] and (ended[i] or d == n - 1):
+                t_slot = (slot - d) % n
+                _store(replay, me, ctr, ring_b[t_slot, i], ring_a[t_slot, i], np.float32(back[d, i]),
+                       next_boards[i], dones[i], next_masks[i], d + 1)
+    for i in range(n_envs):
+        pending[i] = 0 if ended[i] else min(pending[i], n - 1)
+
+
+@kernel
+def _argmax_legal(q):
+    best = -np.inf
+    arg = 0
+    for a in range(4):
+        if q[a] > best:
+            best = q[a]
+            arg = a
+    return arg
+
+
+@kernel
+def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work):
+    """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
+    ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
+    segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
+    gradient (for its norm); ``work``: the workspace of :func:`workspace`. Returns :data:`OK`, or :data:`NON_FINITE` at an update whose loss is NaN
+    or infinite (nothing of it applied; the updates before it stay)."""
+    r_boards, r_actions, r_rewards, r_next, r_dones, r_masks, r_steps, lo, cap, pos, size = replay
+    online, target, runs, n_runs, offsets = net
+    b_size = hp.batch_size
+    q = np.empty(b_size, np.float32)
+    y = np.empty(b_size, np.float32)
+    q4 = np.empty(4, np.float32)
+    c4 = np.empty(4, np.float32)
+    slots = np.empty(b_size, np.int64)
+    scratch = np.empty(16, np.uint8)
+    next_rows, next_rewards, next_legal = work[3], work[4], work[5]
+    alive = np.empty(b_size, np.bool_)
+    own_points = np.empty(b_size, np.int64)
+    n_seg = size.shape[0]
+    sizes = np.empty(n_seg, np.int64)
+    for u in range(updates):
+        total = 0
+        for k in range(n_seg):
+            sizes[k] = size[k]
+            total += sizes[k]
+        for j in range(b_size):  # ReplayBuffer.sample: uniform over all filled slots, segment by segment
+            i = rng.integers(0, total)
+            k = 0
+            while i >= sizes[k]:
+                i -= sizes[k]
+                k += 1
+            slots[j] = lo[k] + i
+        for j in range(b_size):  # the weight rows of every afterstate first ...
+            s = slots[j]
+            board = r_boards[s]
+            b, big = pack(board)
+            after, points, _ = afterstate(board, b, big, r_actions[s], scratch)
+            own_points[j] = points
+            features(after, runs, n_runs, offsets, rows[j])
+            alive[j] = afterstate_rows(r_next[s], runs, n_runs, offsets, hp.log_rewards, scratch, next_rows[j],
+                                       next_rewards[j], next_legal[j]) and not r_dones[s]
+        for j in range(b_size):  # ... then their values
+            s = slots[j]
+            q[j] = gather(online, rows[j])
+            t = np.float32(0.0)
+            if alive[j]:
+                for a in range(4):
+                    q4[a] = gather(target, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
+                if hp.double_dqn and hp.separate_target:
+                    for a in range(4):
+                        c4[a] = gather(online, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
+                    t = q4[_argmax_legal(c4)]
+                else:
+                    t = q4[_argmax_legal(q4)]
+            if hp.n_step > 1:  # return less the move's own reward, discounted bootstrap from k steps on
+                t = t * np.float32(hp.gamma) ** np.float32(r_steps[s]) + (r_rewards[s] - _reward(hp, own_points[j]))
+            else:
+                t = t * np.float32(hp.gamma) + np.float32(0.0)
+            y[j] = t
+        loss = 0.0
+        q_sum = 0.0
+        finite = True  # in float32, as the Python path's loss is: a square past float32's range is not finite
+        for j in range(b_size):
+            e32 = q[j] - y[j]
+            e = np.float64(e32)
+            q_sum += q[j]
+            if hp.huber:
+                loss += 0.5 * e * e if abs(e) < 1.0 else abs(e) - 0.5
+            else:
+                loss += e * e
+                finite &= np.isfinite(e32 * e32)
+        finite &= np.isfinite(np.float32(loss))  # (the sum, too, is float32 there)
+        loss /= b_size
+        if not finite:
+            times[_LAST_LOSS] = loss
+            return NON_FINITE
+        for j in range(b_size):
+            e = q[j] - y[j]
+            if hp.huber:
+                slopes[j] = min(max(e, np.float32(-1.0)), np.float32(1.0)) / np.float32(b_size)
+            else:
+                slopes[j] = e * np.float32(2.0 / b_size)
+        sgd_rows(online, rows, slopes, hp.lr)
+        ctr[_UPDATES] += 1
+        totals[0][0] += 1
+        if hp.target_update > 1 and totals[0][0] // hp.target_update > totals[1][0]:
+            totals[1][0] = totals[0][0] // hp.target_update
+            target[:] = online
+        times[_LAST_LOSS] = loss
+        times[_Q_MEAN] = q_sum / b_size
+    return OK
+
+
+@kernel
+def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng, replay, replay_rng, nstep, net, hp,
+              ctr, totals, times, records, steps_of_all, rows, slopes, work):
+    """Up to ``act_steps`` steps of ``Learner.act_step`` then, with ``learn``, ``Learner.learn`` (the
+    updates owed); stops early at ``deadline`` (seconds of :func:`dqnlab.core.clock.now`), before a step
+    whose finished games might not fit ``records`` ``(M, 7)`` float64 (:data:`RECORD_COLUMNS`, filled
+    from ``ctr['records']``), after the step that brings this learner's updates to ``update_limit``
+    (a sync round of ``independent``), or at a non-finite loss. ``steps_of_all`` ``(K,)`` int64: every learner's
+    env steps, entry ``me`` written after each step (``shared``; epsilon and ``learning_starts`` count
+    them all). Returns ``(status, act steps done)``."""
+    cells, scores, moves, masks = env
+    n = cells.shape[0]
+    me = ctr[_ME]
+    actions = np.empty(n, np.uint8)
+    q = np.empty(4, np.float32)
+    nxt = np.empty((n, 16), np.uint8)
+    points = np.empty(n, np.int64)
+    changed = np.empty(n, np.bool_)
+    legal = np.empty((n, 4), np.bool_)
+    rewards = np.empty(n, np.float32)
+    terminated = np.empty(n, np.bool_)
+    done = np.empty(n, np.bool_)
+    fresh = np.empty((n, 16), np.uint8)
+    fresh_legal = np.empty((n, 4), np.bool_)
+    before = np.empty((n, 16), np.uint8)
+    for step in range(act_steps):
+        t0 = now()
+        if t0 >= deadline:
+            return OK, step
+        if ctr[_RECORDS] + n > records.shape[0]:
+            return RECORDS_FULL, step
+        others = 0
+        for k in range(steps_of_all.shape[0]):
+            if k != me:
+                others += steps_of_all[k]
+        epsilon = _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0])
+        _choose(cells, masks, agent_rng, epsilon, net, hp, actions, work)
+        # VecGame2048.step
+        advance_batch(cells, actions, env_rng, nxt, points, changed, legal)
+        finished = 0
+        for i in range(n):
+            scores[i] += points[i]
+            moves[i] += 1
+            rewards[i] = _reward(hp, points[i] if changed[i] else hp.invalid_move_reward)
+            terminated[i] = not (legal[i, 0] or legal[i, 1] or legal[i, 2] or legal[i, 3])
+            truncated = not terminated[i] and hp.max_moves > 0 and moves[i] >= hp.max_moves
+            done[i] = terminated[i] or truncated
+            finished += done[i]
+        before[:] = cells
+        _push(nstep, replay, ctr, hp, before, actions, rewards, nxt, terminated, legal, done)
+        ctr[_ENV_STEPS] += n
+        steps_of_all[me] = ctr[_ENV_STEPS]
+        if finished:
+            k = 0
+            for i in range(n):
+                if done[i]:
+                    k += 1
+            new_boards_into(fresh[:k], env_rng)
+            wall = now()
+            eps_after = _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0])
+            k = 0
+            for i in range(n):
+                if done[i]:
+                    top = 0
+                    for c in range(16):
+                        top = max(top, nxt[i, c])
+                    rec = records[ctr[_RECORDS]]
+                    rec[0] = ctr[_ENV_STEPS]
+                    rec[1] = wall
+                    rec[2] = scores[i]
+                    rec[3] = 0 if top == 0 else 1 << top
+                    rec[4] = moves[i]
+                    rec[5] = eps_after
+                    rec[6] = times[_LAST_LOSS]
+                    ctr[_RECORDS] += 1
+                    nxt[i] = fresh[k]
+                    k += 1
+                    scores[i] = 0
+                    moves[i] = 0
+            legal_batch(fresh[:k], fresh_legal[:k])
+            k = 0
+            for i in range(n):
+                if done[i]:
+                    masks[i] = fresh_legal[k]
+                    k += 1
+            if hp.target_update == 0:  # sync at the end of every episode
+                net[1][:] = net[0]
+        for i in range(n):
+            if not done[i]:
+                masks[i] = legal[i]
+        cells[:] = nxt
+        total = 0
+        for k in range(replay[10].shape[0]):
+            total += replay[10][k]
+        if others + ctr[_ENV_STEPS] >= hp.learning_starts and total >= hp.batch_size:
+            times[_CREDIT] += n * hp.updates_per_env_step
+        t1 = now()
+        times[_ACTING] += t1 - t0
+        if learn:
+            owed = int(times[_CREDIT])
+            if owed > 0:
+                status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work)
+                if status != OK:
+                    return status, step + 1
+                times[_CREDIT] -= owed
+            times[_LEARNING] += now() - t1
+        if ctr[_UPDATES] >= update_limit:
+            return OK, step + 1
+    return OK, act_steps

@@ -1,0 +1,197 @@
+"""A :class:`~dqnlab.runtime.learner.Learner`'s act-and-learn loop on the compiled core.
+
+For afterstate DQN on an n-tuple network on the CPU with uniform replay (the ``ntuple`` presets),
+:meth:`NativeLoop.run` hands a whole chunk of the learner's steps -- acting, the env, n-step
+returns, the replay buffer and the updates owed -- to :func:`dqnlab.core.loops.run_chunk`, which
+does what ``Learner.act_step`` and ``Learner.learn`` do, with the same draws, on the learner's own
+arrays and random streams. After the chunk everything the learner holds (its env, buffer, n-step
+ring, agent, counters, games) is as the Python loop leaves it, so checkpoints, diagnostics,
+TensorBoard and every scheme see no difference but speed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..config import TrainConfig
+from ..core import loops
+from ..core.compile import notice
+from ..core.ntuple import sparse_grad_norm
+
+__all__ = ["NativeLoop", "native_reason"]
+
+#: Episode records one chunk may fill before it returns to Python.
+RECORDS = 4096
+
+
+def native_reason(config: TrainConfig, device: Any = "cpu") -> str | None:
+    """Why a learner of ``config`` cannot run on the compiled core (None: it can).
+
+    The core runs afterstate learning with an n-tuple network (``network="ntuple"``, ``afterstate=True``)
+    on the CPU with uniform replay; prioritized replay and the other networks take the Python loop (the
+    n-tuple network's features and values are the core's there too)."""
+    if config.network != "ntuple" or not config.afterstate:
+        return "the native loop runs afterstate n-tuple networks"
+    if config.prioritized:
+        return "prioritized replay takes the Python loop"
+    if str(device) not in ("cpu", "auto") or (str(device) == "auto" and _cuda()):
+        return "a learner on a GPU takes the Python loop"
+    return None
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _flat(weight: Any) -> np.ndarray:
+    """An n-tuple network's ``(R, 1)`` float32 weight as the ``(R,)`` array it is (the same memory)."""
+    w = weight.detach().numpy().reshape(-1)
+    assert np.shares_memory(w, weight.detach().numpy())
+    return w
+
+
+class NativeLoop:
+    """The compiled act-and-learn loop of one :class:`~dqnlab.runtime.learner.Learner` (see the module).
+
+    Parameters
+    ----------
+    learner : Learner
+        Its config must pass :func:`native_reason`.
+    steps_of_all : (K,) int64 array, optional
+        Every learner's env steps (``shared``: the block's; entry ``me`` is written): epsilon and
+        ``learning_starts`` count them all. Default: this learner alone.
+    totals : tuple of two (1,) int64 arrays, optional
+        All learners' updates and the target syncs (``shared``: the block's). Default: this learner's.
+    me : int
+        This learner's entry of ``steps_of_all``.
+    """
+
+    def __init__(self, learner: Any, steps_of_all: np.ndarray | None = None,
+                 totals: tuple[np.ndarray, np.ndarray] | None = None, me: int = 0):
+        c = learner.config
+        self.learner = learner
+        agent = learner.agent
+        self.hp = loops.Hyper(
+            gamma=float(c.gamma), lr=float(c.lr), updates_per_env_step=float(c.updates_per_env_step),
+            epsilon_start=float(c.epsilon_start), epsilon_end=float(c.epsilon_end),
+            epsilon_decay_steps=float(c.epsilon_decay_steps), epsilon_decay_rate=float(c.epsilon_decay_rate or 0.0),
+            invalid_move_reward=float(c.invalid_move_reward), huber=c.loss == "huber",
+            log_rewards=c.reward_transform == "log", double_dqn=bool(c.double_dqn),
+            separate_target=agent.target is not agent.online, target_update=int(c.target_update),
+            learning_starts=int(c.learning_starts), batch_size=int(c.batch_size), max_moves=int(c.max_moves or 0),
+            n_step=int(c.n_step))
+        self.own_steps = steps_of_all is None
+        self.steps_of_all = np.zeros(1, np.int64) if steps_of_all is None else steps_of_all
+        self.own_totals = totals is None
+        self.totals = (np.zeros(1, np.int64), np.zeros(1, np.int64)) if totals is None else totals
+        self.me = me
+        self.records = np.empty((max(RECORDS, c.n_envs), len(loops.RECORD_COLUMNS)), np.float64)  # (a step's games fit)
+        self.rows = np.zeros((c.batch_size, 8 * len(agent.online.placements[2])), np.int64)
+        self.slopes = np.zeros(c.batch_size, np.float32)
+        self.work = loops.workspace(c.n_envs, c.batch_size, self.rows.shape[1])
+        self.ctr = np.zeros(len(loops.COUNTERS), np.int64)
+        self.times = np.zeros(len(loops.TIMES), np.float64)
+
+    def run(self, act_steps: int, deadline: float | None = None, learn: bool = True,
+            update_limit: int | None = None) -> int:
+        """Act ``act_steps`` times on every board (each followed, with ``learn``, by the updates owed), or
+        fewer: until ``deadline`` (a ``time.perf_counter()`` value), or the step that brings the learner's
+        updates to ``update_limit``. Returns the env steps taken.
+
+        Raises
+        ------
+        FloatingPointError
+            If an update's TD loss is NaN or infinite (its weights unchanged, as ``DQNAgent.step``).
+        """
+        ln = self.learner
+        env, n = ln.env, ln.config.n_envs
+        env.boards = np.ascontiguousarray(env.boards)
+        ln.masks = np.ascontiguousarray(ln.masks)
+        nstep = ln.nstep
+        ring = (nstep.boards.reshape(nstep.n, n, 16), nstep.actions, nstep.rewards, nstep.pending)
+        replay, segments = self._begin()
+        done_steps = 0
+        while True:
+            self.ctr[4] = 0
+            with notice("the native learner loop"):
+                status, steps = loops.run_chunk(
+                    act_steps - done_steps, learn, math.inf if deadline is None else deadline,
+                    np.iinfo(np.int64).max if update_limit is None else update_limit,
+                    (env.boards.reshape(n, 16), env.scores, env.moves, ln.masks), env.rng, ln.agent.rng, replay,
+                    ln.buffer.rng, ring, self._net(), self.hp, self.ctr, self.totals, self.times, self.records,
+                    self.steps_of_all, self.rows, self.slopes, self.work)
+            done_steps += steps
+            self._log(int(self.ctr[4]))
+            if status != loops.RECORDS_FULL or done_steps >= act_steps:
+                break
+        ln.boards = env.boards.copy()
+        self._end(segments, status)
+        return done_steps * n
+
+    def learn(self, updates: int) -> None:
+        """``updates`` DQN updates on minibatches of the learner's buffer (its owed-update credit and
+        timing are the caller's).
+
+        Raises
+        ------
+        FloatingPointError
+            If an update's TD loss is NaN or infinite (its weights unchanged, as ``DQNAgent.step``).
+        """
+        replay, segments = self._begin()
+        with notice("the native update"):
+            status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
+                                         self.totals, self.times, self.rows, self.slopes, self.work)
+        self._end(segments, status)
+
+    def _begin(self) -> tuple[tuple, tuple]:
+        """The kernels' view of the learner now: its replay (columns and segments) and counters."""
+        ln, agent, c = self.learner, self.learner.agent, self.learner.config
+        lo, cap, pos, size, me = segments = ln.buffer.segments()
+        a = ln.buffer.arrays
+        replay = (a["boards"].reshape(-1, 16), a["actions"], a["rewards"], a["next_boards"].reshape(-1, 16),
+                  a["dones"], a["next_masks"], a["steps"], lo, cap, pos, size)
+        self.ctr[:] = (ln.env_steps, agent.updates, 0, ln.nstep.t, 0, 0 if self.own_steps else me)
+        self.times[:] = (ln._credit, ln.last_loss, 0.0, 0.0, math.nan)
+        if self.own_steps:
+            self.steps_of_all[0] = ln.env_steps
+        if self.own_totals:
+            self.totals[0][0] = agent.updates
+            self.totals[1][0] = agent.updates // c.target_update if c.target_update > 1 else 0
+        return replay, segments
+
+    def _end(self, segments: tuple, status: int) -> None:
+        """Write the kernels' counters back into the learner; raise for a non-finite loss."""
+        ln, agent, ctr, times = self.learner, self.learner.agent, self.ctr, self.times
+        updates_before = agent.updates
+        ln.env_steps, agent.updates = int(ctr[0]), int(ctr[1])
+        ln.buffer.added += int(ctr[2])
+        ln.buffer.set_segments(segments[2], segments[3])
+        ln.nstep.t = int(ctr[3])
+        ln._credit, ln.last_loss = float(times[0]), float(times[1])
+        ln.timing["acting"] += float(times[2])
+        ln.timing["learning"] += float(times[3])
+        if status == loops.NON_FINITE:
+            raise FloatingPointError(f"non-finite TD loss ({float(times[1])}) at update {agent.updates + 1}")
+        if agent.updates > updates_before:
+            agent.record_diagnostics({"loss": ln.last_loss, "q_max_mean": float(times[4]),
+                                      "grad_norm": sparse_grad_norm(self.rows, self.slopes)})
+
+    def _net(self) -> tuple:
+        """The weights (online, target: the same array when the target is the online network) and the
+        placements, read now (``shared`` binds the weights to its block after the learner is made)."""
+        agent = self.learner.agent
+        return (_flat(agent.online.weight), _flat(agent.target.weight), *agent.online.placements)
+
+    def _log(self, count: int) -> None:
+        """Append the chunk's ``count`` episode records to the learner's episodes."""
+        ln = self.learner
+        for rec in self.records[:count]:
+            ln.episodes.append({
+                "worker": ln.worker, "episode": len(ln.episodes), "env_steps": int(rec[0]),
+                "wall_time_s": float(rec[1]) - ln.clock0, "score": int(rec[2]), "max_tile": int(rec[3]),
+                "moves": int(rec[4]), "epsilon": float(rec[5]), "loss": float(rec[6])})
