@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..agent.dqn import DQNAgent
+from ..core import memory as core_memory
 from ..replay import FIELDS, Minibatch, PrioritizedReplayBuffer, ReplayBuffer, SumTree
 from .tasks import split_budget
 
@@ -33,6 +34,24 @@ __all__ = ["Spec", "SharedArrays", "bind_agent", "SharedReplay", "SharedPrioriti
 
 #: Array name -> (shape, dtype name).
 Spec = dict[str, tuple[tuple[int, ...], str]]
+
+
+class _PrivateBlock:
+    """A block in this process's own memory with the face of a ``SharedMemory`` (``name``, ``buf``, ``close``,
+    ``unlink``), for :meth:`SharedArrays.create` with ``private=True``."""
+
+    blocks: dict[str, "_PrivateBlock"] = {}
+
+    def __init__(self, size: int):
+        self.buf = memoryview(core_memory.zeros((size,), np.uint8))
+        self.name = f"dqnlab-private-{os.getpid()}-{id(self):x}"
+        _PrivateBlock.blocks[self.name] = self
+
+    def close(self) -> None:
+        """Nothing to unmap per user: the memory goes with :meth:`unlink` (and its last view)."""
+
+    def unlink(self) -> None:
+        _PrivateBlock.blocks.pop(self.name, None)
 
 
 class SharedArrays:
@@ -59,8 +78,14 @@ class SharedArrays:
                            for s, d in spec.values()))
 
     @classmethod
-    def create(cls, spec: Spec) -> "SharedArrays":
-        """A new zeroed block holding the arrays of ``spec`` (this process owns it and must :meth:`unlink` it)."""
+    def create(cls, spec: Spec, private: bool = False) -> "SharedArrays":
+        """A new zeroed block holding the arrays of ``spec`` (this process owns it and must :meth:`unlink` it).
+
+        ``private``: in this process's own memory, on huge pages where the OS offers them
+        (:func:`dqnlab.core.memory.zeros`; shared memory gets none), for workers that are threads of
+        this process: :meth:`attach` finds it by its handle in this process only."""
+        if private:
+            return cls(_PrivateBlock(cls.nbytes(spec)), spec, owner=True)
         shm = shared_memory.SharedMemory(create=True, size=cls.nbytes(spec))  # zero-filled by the OS
         try:
             return cls(shm, spec, owner=True)
@@ -79,6 +104,8 @@ class SharedArrays:
         """Open a block created elsewhere, without registering it with this process's
         resource tracker (which would otherwise unlink it when the worker exits)."""
         name, spec = handle
+        if name in _PrivateBlock.blocks:  # a private block of this process (threads)
+            return cls(_PrivateBlock.blocks[name], spec, owner=False)
         if sys.version_info >= (3, 13):
             shm = shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
         else:

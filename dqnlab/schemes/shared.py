@@ -158,7 +158,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     shapes = [(name, v.shape) for name, v in init.online.state_dict().items()]
     n_params = sum(int(np.prod(s)) for _, s in shapes)
     budgets = split_budget(config.total_env_steps, workers)
-    arrays = SharedArrays.create(shared_layout(config, workers, n_params, len(shapes)))
+    # (threads: the block in this process's memory, on huge pages where the OS offers them)
+    arrays = SharedArrays.create(shared_layout(config, workers, n_params, len(shapes)), private=options.threads)
     parent = _Parent(workers, config.batch_size, arrays)
     final: dict[str, Any] = {}  # what the block held when it was released
     lock_path = tree_lock_path = None
