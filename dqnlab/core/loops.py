@@ -212,7 +212,7 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
     segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
     gradient (for its norm); ``work``: the workspace of :func:`workspace`. Returns :data:`OK`, or :data:`NON_FINITE` at an update whose loss is NaN
     or infinite (nothing of it applied; the updates before it stay)."""
-    r_boards, r_actions, r_rewards, r_next, r_dones, r_masks, r_steps, lo, cap, pos, size = replay
+    r_boards, r_actions, r_rewards, r_next, r_dones, _, r_steps, lo, _, _, size = replay
     online, target, runs, n_runs, offsets = net
     b_size = hp.batch_size
     q = np.empty(b_size, np.float32)
@@ -313,7 +313,6 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
     n = cells.shape[0]
     me = ctr[_ME]
     actions = np.empty(n, np.uint8)
-    q = np.empty(4, np.float32)
     nxt = np.empty((n, 16), np.uint8)
     points = np.empty(n, np.int64)
     changed = np.empty(n, np.bool_)

@@ -22,7 +22,7 @@ from ..game import VecGame2048, legal_actions_batch
 from ..game.rules import legal_actions_unchecked
 from ..replay import NStepReturns, make_buffer, update_priorities
 from .loop import Progress, replay_ratio
-from .native import NativeLoop, native_reason
+from .native import NativeLoop, native_reason, warm_up
 
 __all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update"]
 
@@ -96,6 +96,9 @@ class Learner:
     """
 
     def __init__(self, config: TrainConfig, worker: int = 0, clock0: float | None = None, device: Any = "cpu"):
+        native = native_reason(config, device) is None
+        if native:
+            warm_up()  # (compiled or loaded from the cache now, with a notice if it takes long: not in a run's budget)
         self.config = config
         self.worker = worker
         env_seed, replay_seed, agent_seed = worker_seeds(config.seed, worker)
@@ -113,7 +116,7 @@ class Learner:
         self.samples_per_update = config.batch_size
         self._credit = 0.0
         self.clock0 = time.perf_counter() if clock0 is None else clock0
-        self.native = NativeLoop(self) if native_reason(config, device) is None else None
+        self.native = NativeLoop(self) if native else None
 
     @property
     def epsilon(self) -> float:

@@ -21,7 +21,7 @@ from ..core import loops
 from ..core.compile import notice
 from ..core.ntuple import sparse_grad_norm
 
-__all__ = ["NativeLoop", "native_reason"]
+__all__ = ["NativeLoop", "native_reason", "warm_up"]
 
 #: Episode records one chunk may fill before it returns to Python.
 RECORDS = 4096
@@ -40,6 +40,28 @@ def native_reason(config: TrainConfig, device: Any = "cpu") -> str | None:
     if str(device) not in ("cpu", "auto") or (str(device) == "auto" and _cuda()):
         return "a learner on a GPU takes the Python loop"
     return None
+
+
+_warmed = False
+
+
+def warm_up() -> None:
+    """Compile the native loop's kernels (or load them from numba's cache) before a learner's first step:
+    a tiny learner of the same array and setting types takes a few steps and an update, under the
+    compile notice (:func:`dqnlab.core.compile.notice`). Once per process; a learner that will run on the
+    core calls it before it builds anything, so that compiling is not taken from a run's time budget."""
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
+    from .learner import Learner  # (the learner module imports this one)
+
+    config = TrainConfig.preset("ntuple-small", ntuples=((0, 1),), n_envs=2, buffer_size=8, batch_size=2,
+                                learning_starts=0, total_env_steps=None, max_seconds=1.0)
+    with notice("the native learner loop"):
+        tiny = Learner(config)
+        tiny.run(8)
+        tiny.native.learn(1)
 
 
 def _cuda() -> bool:
@@ -118,13 +140,12 @@ class NativeLoop:
         done_steps = 0
         while True:
             self.ctr[4] = 0
-            with notice("the native learner loop"):
-                status, steps = loops.run_chunk(
-                    act_steps - done_steps, learn, math.inf if deadline is None else deadline,
-                    np.iinfo(np.int64).max if update_limit is None else update_limit,
-                    (env.boards.reshape(n, 16), env.scores, env.moves, ln.masks), env.rng, ln.agent.rng, replay,
-                    ln.buffer.rng, ring, self._net(), self.hp, self.ctr, self.totals, self.times, self.records,
-                    self.steps_of_all, self.rows, self.slopes, self.work)
+            status, steps = loops.run_chunk(
+                act_steps - done_steps, learn, math.inf if deadline is None else deadline,
+                np.iinfo(np.int64).max if update_limit is None else update_limit,
+                (env.boards.reshape(n, 16), env.scores, env.moves, ln.masks), env.rng, ln.agent.rng, replay,
+                ln.buffer.rng, ring, self._net(), self.hp, self.ctr, self.totals, self.times, self.records,
+                self.steps_of_all, self.rows, self.slopes, self.work)
             done_steps += steps
             self._log(int(self.ctr[4]))
             if status != loops.RECORDS_FULL or done_steps >= act_steps:
@@ -143,9 +164,8 @@ class NativeLoop:
             If an update's TD loss is NaN or infinite (its weights unchanged, as ``DQNAgent.step``).
         """
         replay, segments = self._begin()
-        with notice("the native update"):
-            status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
-                                         self.totals, self.times, self.rows, self.slopes, self.work)
+        status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
+                                     self.totals, self.times, self.rows, self.slopes, self.work)
         self._end(segments, status)
 
     def _begin(self) -> tuple[tuple, tuple]:

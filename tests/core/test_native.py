@@ -89,7 +89,7 @@ VARIANTS = {
     "max_moves=40": dict(max_moves=40),
     "epsilon decay": dict(epsilon_start=0.3, epsilon_end=0.05, epsilon_decay_steps=2000),
     "log rewards": dict(reward_transform="log"),
-    # beyond the brief's list: more of what the loop reads
+    # more of what the loop reads
     "n_step=3, gamma=0.9, max_moves=40": dict(n_step=3, gamma=0.9, max_moves=40, lr=0.01),
     "target synced per episode": dict(target_update=0, max_moves=40, lr=0.005),
     "target_update=50, not double": dict(target_update=50, double_dqn=False, loss="huber", lr=0.005),

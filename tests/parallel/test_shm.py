@@ -52,8 +52,8 @@ def test_shared_memory_is_removed_after_a_run(cfg, monkeypatch):
     created = []
     original = SharedArrays.create.__func__
 
-    def spy(cls, spec):
-        arrays = original(cls, spec)
+    def spy(cls, spec, private=False):
+        arrays = original(cls, spec, private)
         created.append(arrays.shm.name)
         return arrays
 
