@@ -18,13 +18,14 @@ import numpy as np
 
 from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at, transform_rewards
 from ..config import TrainConfig
+from ..core.compile import notice
 from ..game import VecGame2048, legal_actions_batch
 from ..game.rules import legal_actions_unchecked
 from ..replay import NStepReturns, make_buffer, update_priorities
 from .loop import Progress, replay_ratio
-from .native import NativeLoop, native_reason, warm_up
+from .native import NativeLoop, native_reason
 
-__all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update"]
+__all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update", "warm_up"]
 
 
 def next_board_masks(out: Any, done: np.ndarray) -> np.ndarray:
@@ -54,6 +55,26 @@ def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:
     """Independent seeds (env, replay, agent) for ``worker`` derived from ``(seed, worker)``."""
     ss = np.random.SeedSequence([seed, worker])
     return tuple(int(s.generate_state(1)[0]) for s in ss.spawn(3))  # type: ignore[return-value]
+
+
+_warmed = False
+
+
+def warm_up() -> None:
+    """Compile the native loop's kernels (or load them from numba's cache) before a learner's first step:
+    a tiny learner of the same array and setting types takes a few steps and an update, under the
+    compile notice (:func:`dqnlab.core.compile.notice`). Once per process; a learner that will run on the
+    core calls it before it builds anything, so that compiling is not taken from a run's time budget."""
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
+    config = TrainConfig.preset("ntuple-small", ntuples=((0, 1),), n_envs=2, buffer_size=8, batch_size=2,
+                                learning_starts=0, total_env_steps=None, max_seconds=1.0)
+    with notice("the native learner loop"):
+        tiny = Learner(config)
+        tiny.run(8)
+        tiny.native.learn(1)
 
 
 class Learner:

@@ -18,10 +18,9 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..core import loops
-from ..core.compile import notice
 from ..core.ntuple import sparse_grad_norm
 
-__all__ = ["NativeLoop", "native_reason", "warm_up"]
+__all__ = ["NativeLoop", "native_reason"]
 
 #: Episode records one chunk may fill before it returns to Python.
 RECORDS = 4096
@@ -40,28 +39,6 @@ def native_reason(config: TrainConfig, device: Any = "cpu") -> str | None:
     if str(device) not in ("cpu", "auto") or (str(device) == "auto" and _cuda()):
         return "a learner on a GPU takes the Python loop"
     return None
-
-
-_warmed = False
-
-
-def warm_up() -> None:
-    """Compile the native loop's kernels (or load them from numba's cache) before a learner's first step:
-    a tiny learner of the same array and setting types takes a few steps and an update, under the
-    compile notice (:func:`dqnlab.core.compile.notice`). Once per process; a learner that will run on the
-    core calls it before it builds anything, so that compiling is not taken from a run's time budget."""
-    global _warmed
-    if _warmed:
-        return
-    _warmed = True
-    from .learner import Learner  # (the learner module imports this one)
-
-    config = TrainConfig.preset("ntuple-small", ntuples=((0, 1),), n_envs=2, buffer_size=8, batch_size=2,
-                                learning_starts=0, total_env_steps=None, max_seconds=1.0)
-    with notice("the native learner loop"):
-        tiny = Learner(config)
-        tiny.run(8)
-        tiny.native.learn(1)
 
 
 def _cuda() -> bool:
