@@ -2,8 +2,7 @@
 
 :func:`now` returns seconds on the clock of :func:`time.perf_counter`: the kernel reads the system's
 monotonic clock (``clock_gettime(CLOCK_MONOTONIC)``, or ``QueryPerformanceCounter`` on Windows)
-as an external C function, and adds the offset to ``perf_counter`` measured when this module is imported.
-A call costs about 30 ns.
+as an external C function, and adds the offset to ``perf_counter`` taken when this module is imported.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 An n-tuple network's tables are read at random (the 4x6 set: 268 MB), so nearly every lookup
 misses the TLB on 4 KiB pages; on 2 MiB pages it hits. On Linux with transparent huge pages in
 ``madvise`` or ``always`` mode, :func:`zeros` maps private anonymous memory and asks for huge pages
-(``madvise(MADV_HUGEPAGE)``); elsewhere it is ``numpy.zeros``. Measured: ``python -m dqnlab bench game``.
+(``madvise(MADV_HUGEPAGE)``); elsewhere it is ``numpy.zeros``.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def features(b: np.uint64, runs: np.ndarray, n_runs: np.ndarray, offsets: np.nda
     """The ``P = 8 T`` weight rows a bitboard selects, into ``out`` ``(P,)`` int64.
 
     When no tuple has more than two runs (the 4x6 and 2x4+2x6 sets), every tuple reads its runs from
-    locals, which lets the compiler keep the 8 boards' arithmetic side by side (about twice as fast);
+    locals, which lets the compiler keep the 8 boards' arithmetic side by side;
     other sets loop over each tuple's runs."""
     sym = _symmetries(b)
     if runs.shape[1] == 2:
