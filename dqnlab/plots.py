@@ -363,7 +363,7 @@ class LiveFigure:
     def __init__(self, window: int = 20):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        from matplotlib.ticker import EngFormatter, LogFormatter
+        from matplotlib.ticker import EngFormatter, FuncFormatter
 
         self.window = window
         self.figure = Figure(figsize=(11.25, 3.2), dpi=80)
@@ -390,11 +390,19 @@ class LiveFigure:
         self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
         self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
         self.ax_loss.set_yscale("log")
-        self.ax_loss.yaxis.set_major_formatter(LogFormatter())
-        self.ax_loss.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+        # One way of writing every tick (0.6, 1, 40, 2e+06), not "1" beside "6e-01".
+        # Minor ticks (2, 3, ... 9 x 10^k) are labelled only where the axis spans under a decade or two.
+        self.ax_loss.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
+        self.ax_loss.yaxis.set_minor_formatter(FuncFormatter(self._minor_loss_tick))
         self.ax_score.set_ylabel(f"score (mean of last {window} games)")
         for ax in (self.ax_loss, self.ax_score):
             ax.set_xlabel("wall time (s)")
+
+    def _minor_loss_tick(self, value: float, _pos: int) -> str:
+        low, high = self.ax_loss.get_ylim()
+        decades = np.log10(high / low) if low > 0 else np.inf
+        lead = round(value / 10 ** np.floor(np.log10(value))) if value > 0 else 0
+        return f"{value:.2g}" if decades < 1 or (decades < 2 and lead in (2, 5)) else ""
 
     def update(self, run, per_worker: bool = False):
         """Draw ``run`` into :attr:`figure` and return the figure.
@@ -415,8 +423,10 @@ class LiveFigure:
         self._update_speed(run, t)
         self._update_loss(run, t)
         self._update_scores(run, per_worker and run.workers > 1)
+        # To the run's own clock, not its last history row: the figure and the status line say the same time.
+        now = max(float(t[-1]) if len(t) else 0.0, float(getattr(run, "wall_time_s", 0.0) or 0.0), 1.0)
         for ax in (self.ax_speed, self.ax_loss, self.ax_score):
-            ax.set_xlim(0, max(float(t[-1]) if len(t) else 0.0, 1.0))
+            ax.set_xlim(0, now)
         return self.figure
 
     def _update_speed(self, run, t: np.ndarray) -> None:
@@ -430,17 +440,22 @@ class LiveFigure:
             self._warm_up.remove()
             self._warm_up = None
         warm_end = t[min(first, len(t)) - 1] if first > 0 else 0.0  # the last report before learning
-        xlabel = "wall time (s)"
-        if warm_end > 0 and len(sps):
-            self._warm_up = self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0)
-            # Said below the axes: the band may be too narrow to hold it, and nothing covers a line there.
-            xlabel += f"; grey: warm-up, peak {sps[:first].max():,.0f}/s"
-        self.ax_speed.set_xlabel(xlabel)
         steady = sps[first:]
         for ax, values in ((self.ax_speed, steady if len(steady) else sps), (self.ax_updates, ups)):
             top = float(values.max()) if len(values) else 0.0
             ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)
-        now = f"{sps[-1]:,.0f} env steps/s, {ups[-1]:,.1f} updates/s" if len(sps) else "no report yet"
+            ax.tick_params(axis="y", labelleft=ax is self.ax_speed and top > 0,
+                           labelright=ax is self.ax_updates and top > 0)  # no ticks of an empty axis
+        xlabel = "wall time (s)"
+        if warm_end > 0 and len(sps):
+            self._warm_up = self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0)
+            # Said below the axes: the band may be too narrow to hold it, and nothing covers a line there.
+            xlabel += "; grey: warm-up (acting only)"
+            peak = float(sps[:first].max())
+            if peak > self.ax_speed.get_ylim()[1]:  # a line that runs off the axis is said where it does
+                xlabel += f", up to {peak:,.0f}/s: off the scale"
+        self.ax_speed.set_xlabel(xlabel)
+        now = f"{sps[-1]:,.0f} env steps/s, {ups[-1]:,.1f} updates/s now" if len(sps) else "no report yet"
         _live_title(self.ax_speed, f"speed: {now}")
 
     def _update_loss(self, run, t: np.ndarray) -> None:
@@ -449,12 +464,14 @@ class LiveFigure:
         shown = np.isfinite(loss) & (loss > 0)
         self._loss.set_data(t[shown], loss[shown])
         if shown.any():
-            self.ax_loss.relim()
-            self.ax_loss.autoscale_view(scalex=False)
+            low, high = float(loss[shown].min()), float(loss[shown].max())
+            self.ax_loss.set_ylim(low / 1.5, high * 1.5)
             note, title = "", f"TD loss (log scale): {loss[shown][-1]:.3g}"
         else:
+            self.ax_loss.set_ylim(0.1, 10.0)  # not the scale of the run before
             note = "no update yet" if recorded else "not recorded in this run"
             title = "TD loss (log scale)"
+        self.ax_loss.tick_params(axis="y", which="both", labelleft=bool(shown.any()))
         self._notes[self.ax_loss].set_text(note)
         _live_title(self.ax_loss, title)
 
@@ -470,8 +487,12 @@ class LiveFigure:
             self.ax_score.get_legend().remove()
         if len(lines) > 1:
             self.ax_score.legend(fontsize="x-small", loc="upper left")
-        self.ax_score.relim()
-        self.ax_score.autoscale_view(scalex=False)
+        if lines:
+            self.ax_score.relim()
+            self.ax_score.autoscale_view(scalex=False)
+        else:
+            self.ax_score.set_ylim(0.0, 1.0)  # not the scale of the run before
+        self.ax_score.tick_params(axis="y", labelleft=bool(lines))
         self._notes[self.ax_score].set_text("" if lines else "no finished game yet")
         recent = f"recent mean {run.episodes['score'].tail(self.window).mean():,.0f}" if lines else "no game yet"
         _live_title(self.ax_score, f"reward: {recent}")
@@ -593,7 +614,8 @@ def animate(game, every: int = 1, max_frames: int | None = None, interval_ms: fl
     Returns
     -------
     matplotlib.animation.FuncAnimation
-        ``IPython.display.HTML(anim.to_jshtml())`` shows it in a notebook;
+        :func:`animation_html` makes a notebook's player of it (with a progress bar while the
+        frames are drawn);
         ``anim.save("game.gif", writer="pillow")`` writes a GIF of
         ``len(game.frames(every, max_frames))`` frames (the start and one per move by default).
 
@@ -612,7 +634,7 @@ def animate(game, every: int = 1, max_frames: int | None = None, interval_ms: fl
     fig = Figure(figsize=(7.2, 3.6), dpi=dpi)
     ax_board = fig.add_axes((0.02, 0.03, 0.44, 0.82))
     ax_q = fig.add_axes((0.58, 0.12, 0.39, 0.7))
-    title = fig.suptitle("", fontsize="medium")
+    title = fig.suptitle("", fontsize="large", fontweight="bold")
     bars = ax_q.bar(ACTION_NAMES, np.zeros(4), color=_OTHER)
     values = [ax_q.text(i, 0, "", ha="center", fontsize="small") for i in range(4)]
     note = ax_q.text(0.5, 0.5, "", ha="center", va="center", transform=ax_q.transAxes, color="0.4")
@@ -645,3 +667,37 @@ def animate(game, every: int = 1, max_frames: int | None = None, interval_ms: fl
         title.set_text(f"move {t:,} of {game.moves:,}   score {scores[t]:,}{step}")
 
     return FuncAnimation(fig, draw, frames=frames.tolist(), interval=interval_ms, repeat=False)
+
+
+def animation_html(game, every: int = 1, max_frames: int | None = None, interval_ms: float = 200.0,
+                   dpi: float = 72.0, progress: bool = True) -> str:
+    """:func:`animate` of ``game`` as a self-contained HTML player (what ``to_jshtml()`` gives), with a
+    progress bar over the frames while they are drawn (a strong player's game takes seconds to draw).
+
+    Parameters
+    ----------
+    game, every, max_frames, interval_ms, dpi
+        As :func:`animate` (which raises ValueError for a bad ``every`` or ``max_frames``).
+    progress : bool
+        Show the progress bar (``tqdm.auto``: a widget in a notebook, text in a terminal).
+
+    Returns
+    -------
+    str
+        HTML: ``IPython.display.HTML(animation_html(game))`` shows it in a notebook.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from matplotlib.animation import HTMLWriter
+    from tqdm.auto import tqdm
+
+    anim = animate(game, every, max_frames, interval_ms, dpi)
+    total = len(game.frames(every, max_frames))
+    with tempfile.TemporaryDirectory() as folder, \
+            tqdm(total=total, desc="drawing frames", unit="frame", disable=not progress, leave=False) as bar:
+        path = Path(folder, "animation.html")
+        anim.save(str(path), writer=HTMLWriter(fps=1000.0 / interval_ms, embed_frames=True, default_mode="once"),
+                  progress_callback=lambda frame, _total: bar.update(frame - bar.n))  # called before each frame
+        bar.update(total - bar.n)
+        return path.read_text()

@@ -179,10 +179,13 @@ def test_the_gif_has_one_frame_per_move_plus_the_start(trained, tmp_path):
         assert gif.n_frames == 4
 
 
-def test_the_animation_shows_in_a_notebook():
+def test_the_animation_shows_in_a_notebook(capsys):
+    from dqnlab.plots import animation_html
+
     game = play("corner", seed=0, max_moves=3)  # no Q-values: the bars stay empty, with a note
-    html = animate(game).to_jshtml()
-    assert html.count("data:image/png;base64") == 4
+    html = animation_html(game)
+    assert html.count("data:image/png;base64") == 4 == animate(game).to_jshtml().count("data:image/png;base64")
+    assert "drawing frames" in capsys.readouterr().err  # a progress bar while the frames are drawn
 
 
 # ------------------------------------------------------------------------------------------ command line

@@ -67,8 +67,8 @@ def work_clock(threads: int | None) -> tuple[Callable[[], float], str]:
     return time.perf_counter, "wall-clock time"
 
 
-def warm_up(workers: int) -> float:
-    """Start joblib's worker processes once, before the runs that need them.
+def warm_up(workers: int, native: bool = False, report: Callable[[str], None] | None = None) -> float:
+    """Start joblib's worker processes once (and compile the native core), before the runs that need them.
 
     joblib keeps its process pool between calls, so only the first parallel run of a
     session pays for starting Python and importing PyTorch in ``workers`` new
@@ -79,6 +79,12 @@ def warm_up(workers: int) -> float:
     ----------
     workers : int
         Size of the pool to start (nothing is started for 1 or fewer).
+    native : bool
+        Also compile the native core's kernels in this process (or load them from numba's cache:
+        :func:`dqnlab.runtime.learner.warm_up`); the workers then load them from the cache.
+    report : callable, optional
+        Called with a line of text as each step starts and as each worker is ready (``print`` in a
+        notebook, a status line in a panel); default: silent.
 
     Returns
     -------
@@ -87,9 +93,21 @@ def warm_up(workers: int) -> float:
     """
     import joblib
 
+    say = report or (lambda _line: None)
     t0 = time.perf_counter()
+    if native:
+        from ..runtime import learner
+
+        say("compiling the native core (numba: about half a minute the first time on a machine, then "
+            "loaded from its cache in seconds) ...")
+        learner.warm_up()
+        say(f"native core ready ({time.perf_counter() - t0:.1f} s)")
     if workers > 1:
-        joblib.Parallel(n_jobs=workers, batch_size=1)(joblib.delayed(_import_dqnlab)() for _ in range(workers))
+        say(f"starting {workers} worker processes (each imports PyTorch and dqnlab) ...")
+        ready = joblib.Parallel(n_jobs=workers, batch_size=1, return_as="generator_unordered")(
+            joblib.delayed(_import_dqnlab)() for _ in range(workers))
+        for i, _threads in enumerate(ready, 1):
+            say(f"worker {i} of {workers} ready ({time.perf_counter() - t0:.1f} s)")
     return time.perf_counter() - t0
 
 

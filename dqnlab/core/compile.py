@@ -24,7 +24,7 @@ __all__ = ["notice", "NOTICE_AFTER_S", "refresh_cache"]
 _CORE = Path(__file__).resolve().parent
 
 #: Seconds a first call may take before :func:`notice` says that it is compiling.
-NOTICE_AFTER_S = 1.5
+NOTICE_AFTER_S = 0.5
 
 _seen: set[str] = set()
 _lock = threading.Lock()

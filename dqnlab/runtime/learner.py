@@ -60,6 +60,11 @@ def worker_seeds(seed: int, worker: int) -> tuple[int, int, int]:
 _warmed = False
 
 
+def warmed() -> bool:
+    """Whether :func:`warm_up` has run in this process."""
+    return _warmed
+
+
 def warm_up() -> None:
     """Compile the native loop's kernels (or load them from numba's cache) before a learner's first step:
     a tiny learner of the same array and setting types takes a few steps and an update, under the

@@ -39,6 +39,7 @@ waits for it (Ctrl-C / interrupting the kernel stops it cleanly).
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 import math
@@ -53,7 +54,7 @@ import ipywidgets as W
 
 from ..config import TrainConfig
 from ..experiments.budgets import SMOKE_ENV, budget, explore_config, setup, smoke_mode
-from ..options import check_names, specs
+from ..options import Spec, check_names, specs
 from ..plots import LiveFigure
 from ..runtime.results import RunResult
 
@@ -107,21 +108,53 @@ def scheme_options(scheme: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _option_widget(spec: dict[str, Any], value: Any) -> W.Widget:
-    label = spec["spec"].label
-    common = dict(description=label, style=_STYLE, tooltip=spec["doc"])
+def _text_box(spec: Spec, value: Any, label: str, width: str = "220px") -> W.Text:
+    """A text box for a number or text read by ``spec`` (what is typed is checked, never bent to fit)."""
+    text = "" if value is None else spec.to_text(value)
+    return W.Text(value=text, description=label, tooltip=spec.doc, placeholder="default" if spec.nullable else "",
+                  style=_STYLE, layout=W.Layout(width=width))
+
+
+def _checkbox(label: str, doc: str, value: bool) -> tuple[W.Checkbox, W.HBox]:
+    """A checkbox and its label, the label carrying ``doc`` as its tooltip (ipywidgets' own checkbox label
+    shows its text as the tooltip whatever the tooltip says)."""
+    box = W.Checkbox(value=bool(value), description="", tooltip=doc, indent=False,
+                     layout=W.Layout(width="auto", margin="0 2px 0 0"))
+    text = W.HTML(f'<span title="{html.escape(doc)}">{html.escape(label)}</span>',
+                  layout=W.Layout(margin="0 16px 0 0"))
+    return box, W.HBox([box, text], layout=W.Layout(align_items="center", width="auto"))
+
+
+def _option_widget(spec: dict[str, Any], value: Any) -> tuple[W.Widget, W.Widget]:
+    """``(control, what is shown)`` for one scheme option: a dropdown of its choices, a checkbox, or a
+    text box read by its declaration."""
+    decl = spec["spec"]
     if spec["kind"] == "choice":
-        return W.Dropdown(options=spec["choices"], value=value, layout=W.Layout(width="260px"), **common)
+        w = W.Dropdown(options=spec["choices"], value=value, description=decl.label, tooltip=decl.doc, style=_STYLE,
+                       layout=W.Layout(width="260px"))
+        return w, w
     if spec["kind"] == "bool":
-        return W.Checkbox(value=bool(value), indent=False, layout=W.Layout(width="auto"), **common)
-    if spec["kind"] == "int":
-        return W.IntText(value=int(value), layout=W.Layout(width="220px"), **common)
-    if spec["kind"] == "float":
-        return W.FloatText(value=float(value), layout=W.Layout(width="220px"), **common)
-    if spec["kind"].startswith("optional"):
-        return W.Text(value="" if value is None else str(value), placeholder="default",
-                      layout=W.Layout(width="240px"), **common)
-    return W.Text(value=spec["spec"].to_text(value), layout=W.Layout(width="260px"), **common)
+        return _checkbox(decl.label, decl.doc, value)
+    w = _text_box(decl, value, decl.label, "260px" if spec["kind"] == "text" else "220px")
+    return w, w
+
+
+def _parse(spec: Spec, text: Any, name: str) -> Any:
+    """The value typed into a text box of ``spec``: empty (or ``none``) is None where allowed.
+
+    Raises
+    ------
+    ValueError
+        ``{name} must be {what is allowed}, got {text!r}``.
+    """
+    text = str(text).strip()
+    if spec.nullable and (not text or text.lower() == "none"):
+        return None
+    try:
+        return spec.from_text(text)
+    except ValueError:
+        allowed = spec.allowed.removesuffix(" or None") + (" or empty (the default)" if spec.nullable else "")
+        raise ValueError(f"{name} must be {allowed}, got {text!r}") from None
 
 
 # ------------------------------------------------------------------------------------ panel
@@ -162,7 +195,7 @@ class ControlPanel:
                  batch_size: int | None = None, budget_s: float | None = None, seed: int = 0,
                  max_workers: int | None = None, redraw_every_s: float = 2.0, network_controls: bool = False,
                  **options: Any):
-        specs = scheme_options(scheme)  # raises ValueError for an unknown scheme
+        declared = scheme_options(scheme)  # raises ValueError for an unknown scheme
         import matplotlib.pyplot  # noqa: F401 - import it here, not first in the training thread
         from ..schemes import SCHEMES
 
@@ -186,63 +219,72 @@ class ControlPanel:
         self._last_draw = -math.inf  # _clock() when the last draw started
         self._draw_cost = 0.0
         self._settings: dict[str, Any] = {}
+        self._phase: tuple[str, float] | None = None  # (what the run is doing, since when), until it reports
+        self._prep_s = 0.0  # seconds of the last run's start-up before its budget (compiling, starting workers)
 
         single = scheme in _SINGLE_PROCESS
         cores = os.cpu_count() or 1
         max_workers = max_workers or max(8, cores)
         default_workers = 1 if single else (workers or min(2, max_workers))
+        fields = specs(TrainConfig)
         self.workers = W.IntSlider(value=default_workers, min=1, max=max(max_workers, default_workers),
                                    description="workers", style=_STYLE, continuous_update=False,
-                                   tooltip=f"worker processes ({cores} CPU cores here)")
+                                   tooltip=f"Worker processes (threads where the scheme runs threads); "
+                                           f"{cores} CPU cores here.")
         self.workers.layout.display = "none" if single else None
         bs = batch_size or self.config.batch_size
         self.batch_size = W.Dropdown(options=sorted(set(BATCH_SIZES) | {bs}), value=bs, description="batch size",
-                                     style=_STYLE, layout=W.Layout(width="180px"),
-                                     tooltip="transitions per minibatch (per update)")
+                                     style=_STYLE, layout=W.Layout(width="180px"), tooltip=fields["batch_size"].doc)
         secs = float(budget_s if budget_s is not None else (self.config.max_seconds or 60.0))
-        self.budget_s = W.FloatLogSlider(value=secs, base=10, min=math.log10(min(1.0, secs)),
-                                         max=math.log10(max(3600.0, secs)), step=0.05, description="budget (s)",
-                                         style=_STYLE, readout_format=".3g", continuous_update=False,
-                                         tooltip="wall-clock seconds the run may take")
-        self.seed = W.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed", style=_STYLE,
-                                     layout=W.Layout(width="150px"))
+        #: How the text boxes are read: the declarations of their fields (a budget must be given).
+        self._text_specs: dict[str, Spec] = {
+            "budget_s": dataclasses.replace(fields["max_seconds"], nullable=False),
+            "seed": fields["seed"]}
+        self.budget_s = _text_box(self._text_specs["budget_s"], secs, "budget (s)", "150px")
+        self.budget_s.tooltip = "Wall-clock seconds the run may take, from the Run click (start-up included)."
+        self.seed = _text_box(fields["seed"], seed, "seed", "130px")
         self._network_controls = network_controls
         self.network = W.Dropdown(options=["mlp", "cnn", "ntuple"], value=self.config.network, description="network",
                                   style=_STYLE, layout=W.Layout(width="180px"),
-                                  tooltip="Q-function family; each run starts from that family's preset")
-        self.afterstate = W.Checkbox(value=self.config.afterstate, description="afterstates", indent=False,
-                                     style=_STYLE, layout=W.Layout(width="auto"),
-                                     tooltip="learn V(afterstate): Q(s, a) = r + V(afterstate(s, a))")
-        self.augment_symmetry = W.Checkbox(value=self.config.augment_symmetry, description="symmetry augmentation",
-                                           indent=False, style=_STYLE, layout=W.Layout(width="auto"),
-                                           tooltip="mlp, cnn: train on randomly rotated / reflected minibatches "
-                                                   "(built into ntuple)")
+                                  tooltip=fields["network"].doc + " Each run starts from that family's preset.")
+        self.afterstate, afterstate_box = _checkbox("afterstates", fields["afterstate"].doc, self.config.afterstate)
+        self.augment_symmetry, symmetry_box = _checkbox("symmetry augmentation", fields["augment_symmetry"].doc,
+                                                        self.config.augment_symmetry)
         self.network.observe(lambda _change: self._update_visibility(), names="value")
-        self._specs = specs
-        self.options: dict[str, W.Widget] = {
-            name: _option_widget(spec, options.get(name, spec["default"])) for name, spec in specs.items()}
-        for name, w in self.options.items():
+        self._specs = declared
+        self.options: dict[str, W.Widget] = {}
+        self._shown_as: dict[str, W.Widget] = {"augment_symmetry": symmetry_box}  # a control's box, where it has one
+        for name, spec in declared.items():
+            self.options[name], self._shown_as[name] = _option_widget(spec, options.get(name, spec["default"]))
+            if spec["kind"] not in ("choice", "bool"):
+                self._text_specs[name] = spec["spec"]
+        for w in self.options.values():
             w.observe(lambda _change: self._update_visibility(), names="value")
-        self.per_worker = W.Checkbox(value=False, description="score per worker", indent=False, style=_STYLE,
-                                     layout=W.Layout(width="auto", display="none" if single else None))
+        for name in self._text_specs:
+            self._controls()[name].observe(lambda _change: self._check_inputs(), names="value")
+        self.per_worker, per_worker_box = _checkbox("score per worker", "Draw one score line per worker.", False)
+        per_worker_box.layout.display = "none" if single else None
         self.per_worker.observe(lambda _change: self._redraw(self._shown, force=True), names="value")
         self.run_button = W.Button(description="Run", button_style="success", icon="play",
-                                   tooltip="train with these settings (in the background)")
+                                   tooltip="Train with these settings (in the background).")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
-                                    tooltip="end the run now, keeping what was gathered")
+                                    tooltip="End the run at its next report, keeping what was gathered.")
         self.run_button.on_click(self._on_run)
         self.stop_button.on_click(self._on_stop)
+        self.check = W.HTML(layout=W.Layout(display="none"))
         self.status = W.HTML(value=self._idle_text())
         self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         title = W.HTML(f"<b>{html.escape(scheme)}</b> &mdash; {html.escape(_first_line(scheme))}")
-        common = W.HBox([self.workers, self.batch_size, self.budget_s, self.seed],
-                        layout=W.Layout(flex_flow="row wrap"))
-        network_row = W.HBox([self.network, self.afterstate, self.augment_symmetry],
-                             layout=W.Layout(flex_flow="row wrap", display=None if network_controls else "none"))
-        scheme_row = W.HBox(list(self.options.values()) + [self.per_worker], layout=W.Layout(flex_flow="row wrap"))
-        buttons = W.HBox([self.run_button, self.stop_button, self.status], layout=W.Layout(align_items="center"))
-        self.widget = W.VBox([title, network_row, common, scheme_row, buttons, self.figure])
+        row = W.Layout(flex_flow="row wrap", align_items="center")
+        common = W.HBox([self.workers, self.batch_size, self.budget_s, self.seed], layout=row)
+        network_row = W.HBox([self.network, afterstate_box, symmetry_box],
+                             layout=W.Layout(flex_flow="row wrap", align_items="center",
+                                             display=None if network_controls else "none"))
+        scheme_row = W.HBox([self._shown_as[name] for name in self.options] + [per_worker_box], layout=row)
+        buttons = W.HBox([self.run_button, self.stop_button])
+        self.widget = W.VBox([title, network_row, common, scheme_row, self.check, buttons, self.status, self.figure])
         self._update_visibility()
+        self._check_inputs()
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -256,49 +298,64 @@ class ControlPanel:
         return f"<ControlPanel {self.scheme!r} {settings}>"
 
     def _update_visibility(self) -> None:
-        self.augment_symmetry.layout.display = "none" if self.network.value == "ntuple" else None
+        self._shown_as["augment_symmetry"].layout.display = "none" if self.network.value == "ntuple" else None
         values = {name: getattr(w, "value", None) for name, w in self.options.items()}
-        for name, w in self.options.items():
+        for name in self.options:
             applies = self._specs[name]["spec"].applies
-            w.layout.display = None if applies is None or applies.holds(values) else "none"
+            self._shown_as[name].layout.display = None if applies is None or applies.holds(values) else "none"
+        self._check_inputs()
+
+    def _applies(self, name: str) -> bool:
+        """Whether control ``name`` is shown (a hidden option does not apply to the settings chosen)."""
+        return self._shown_as.get(name, self._controls()[name]).layout.display != "none"
 
     # ------------------------------------------------------------------ settings
+    def _read(self, name: str) -> Any:
+        """The value of control ``name``: a text box read by its declaration (ValueError naming the control
+        for text it cannot take), any other control as it stands."""
+        w = self._controls()[name]
+        return _parse(self._text_specs[name], w.value, name) if name in self._text_specs else w.value
+
+    def _check_inputs(self) -> list[str]:
+        """Read every text box shown; what cannot be taken is said under the controls at once (and a
+        Run click refuses it with the same line). Returns the lines."""
+        if not hasattr(self, "check"):  # still building the panel
+            return []
+        problems = []
+        for name in self._text_specs:
+            if self._applies(name):
+                try:
+                    self._read(name)
+                except ValueError as e:
+                    problems.append(str(e))
+        text = "; ".join(problems)
+        self.check.value = (f'<span style="color:#a00">&#9888; {html.escape(self._in_labels(text))}</span>'
+                            if problems else "")
+        self.check.layout.display = None if problems else "none"
+        return problems
+
     def settings(self) -> dict[str, Any]:
         """The settings a Run click would use: ``workers``, ``batch_size``, ``budget_s``,
         ``seed``, with ``network_controls`` also ``network``, ``afterstate`` and
-        ``augment_symmetry``, and the scheme's options (only those that apply)."""
-        values = {name: self._option_value(name, w.value) for name, w in self.options.items()
-                  if w.layout.display != "none"}
+        ``augment_symmetry``, and the scheme's options (only those that apply).
+
+        Raises
+        ------
+        ValueError
+            For text a box cannot take, naming the control: ``seed must be an integer >= 0, got '-7'``.
+        """
+        values = {name: self._read(name) for name in self.options if self._applies(name)}
         if self._network_controls:
             values.update(network=self.network.value, afterstate=bool(self.afterstate.value),
                           augment_symmetry=bool(self.augment_symmetry.value) and self.network.value != "ntuple")
         return {"workers": int(self.workers.value), "batch_size": int(self.batch_size.value),
-                "budget_s": float(self.budget_s.value), "seed": int(self.seed.value), **values}
-
-    def _option_value(self, name: str, value: Any) -> Any:
-        """The value passed to the scheme: optional numbers are parsed from their text box
-        (empty = None), other text by the option's declaration; raises ValueError naming
-        the option for text that is no number or not allowed."""
-        kind = self._specs[name]["kind"]
-        if kind == "text":
-            try:
-                return self._specs[name]["spec"].from_text(str(value).strip())
-            except ValueError as e:
-                raise ValueError(f"{name}: {e}") from None
-        if not kind.startswith("optional"):
-            return value
-        text = str(value).strip()
-        if not text or text.lower() == "none":
-            return None
-        try:
-            return int(text) if kind == "optional int" else float(text)
-        except ValueError:
-            raise ValueError(f"{name} must be {kind.split()[1]} or empty (default), got {text!r}") from None
+                "budget_s": float(self._read("budget_s")), "seed": int(self._read("seed")), **values}
 
     def set(self, **values: Any) -> "ControlPanel":
         """Set controls by name (``workers``, ``batch_size``, ``budget_s``, ``seed`` or an
-        option); returns the panel. Raises ValueError for an unknown name or a value a
-        control cannot take."""
+        option); returns the panel. A text box takes any value as its text (a value it cannot
+        read is said under the controls and refused by Run). Raises ValueError for an unknown
+        name or a value another control cannot take."""
         controls = self._controls()
         for name, value in values.items():
             w = controls.get(name)
@@ -310,12 +367,9 @@ class ControlPanel:
                 raise ValueError(f"{self.scheme} runs one process: workers must be 1, got {value!r}")
             if name == "workers" and value > w.max:
                 w.max = int(value)
-            if name == "budget_s" and value < 10**w.min:
-                w.min = math.log10(value)
-            if name in self._specs and self._specs[name]["kind"].startswith("optional"):
-                value = "" if value is None else str(value)
-            elif name in self._specs and self._specs[name]["kind"] == "text":
-                value = self._specs[name]["spec"].to_text(value)
+            if name in self._text_specs:
+                value = "" if value is None else value if isinstance(value, str) else \
+                    self._text_specs[name].to_text(value)
             try:
                 w.value = value
             except Exception as e:  # traitlets.TraitError and friends
@@ -380,7 +434,8 @@ class ControlPanel:
         if self.running:
             self._stop.set()
             self.stop_button.disabled = True
-            self._set_status("stopping&hellip;", colour="#a60")
+            self._announce("stopping: the run ends at its next report, its workers finish and it keeps what "
+                           "was gathered")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the run to end; returns whether it has. Ctrl-C stops the run, then waits."""
@@ -432,23 +487,41 @@ class ControlPanel:
         self._last_draw = -math.inf
         self._clear_figure()
         self._enable(False)
-        self._set_status(f"starting {self.scheme} x{workers}&hellip;", colour="#06c")
+        self._announce(f"starting {self.scheme} x{workers}")
         self._thread = threading.Thread(target=self._work, args=(config, workers, s),
                                         name=f"dqnlab-panel-{self.scheme}", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._tick, name="dqnlab-panel-status", daemon=True).start()
         return True
+
+    def _prepare(self, config: TrainConfig, workers: int, options: dict[str, Any]) -> float:
+        """What a run needs before its budget starts: the native core compiled (or loaded from its
+        cache) and joblib's worker processes started, each step said in the status line while it
+        lasts. Returns the seconds it took."""
+        from ..bench.timing import warm_up
+        from ..runtime import learner
+        from ..runtime.native import native_reason
+
+        pool = workers if workers > 1 and not options.get("threads") else 0
+        native = native_reason(config) is None and not learner.warmed()
+        return warm_up(pool, native=native, report=self._announce) if pool or native else 0.0
 
     def _work(self, config: TrainConfig, workers: int, options: dict[str, Any]) -> None:
         from ..schemes import train
 
         result: RunResult | None = None
+        self._prep_s = 0.0
         try:
+            self._prep_s = self._prepare(config, workers, options)
+            self._announce(f"running {self.scheme} x{workers}: the budget of {config.max_seconds:g} s counts from "
+                           f"now; waiting for the first report")
             result = train(self.scheme, config, workers=workers, progress=False, callback=self._callback, **options)
         except Exception as e:  # noqa: BLE001 - shown in the panel
             result = getattr(e, "partial", None)
             self.error = f"{type(e).__name__}: {e}"
             self._log_traceback()
         finally:
+            self._phase = None
             try:
                 if result is not None:
                     self.result = result
@@ -456,11 +529,31 @@ class ControlPanel:
                     self._redraw(result, force=True)
                 if self.error:
                     self._fail(self.error, kept=result)
+                elif result is not None and result.env_steps == 0:
+                    self._set_status(f"<b>{result.status}, with nothing done</b>: the budget of "
+                                     f"{config.max_seconds:g} s ended before the first env step (the run's "
+                                     f"start-up took it); give it a larger budget", colour="#a60")
                 elif result is not None:
                     self._set_status(self._summary_text(result), colour="#070")
             finally:
                 self._enable(True)
                 self._done.set()
+
+    def _announce(self, text: str) -> None:
+        """Say what the run is doing now (its start-up steps, stopping); the status line counts the
+        seconds while it lasts (:meth:`_tick`), until the run's first report or its end."""
+        self._phase = (text, _clock())
+        self._show_phase()
+
+    def _show_phase(self) -> None:
+        phase = self._phase
+        if phase is not None:
+            self._set_status(f"{html.escape(phase[0])}&hellip; {_clock() - phase[1]:.0f} s", colour="#06c")
+
+    def _tick(self) -> None:
+        """Twice a second while the run goes on: the seconds of the step it is in (see :meth:`_announce`)."""
+        while not self._done.wait(0.5):
+            self._show_phase()
 
     def _callback(self, snapshot: RunResult) -> bool:
         """The run's callback (training thread, about once a second): redraw when
@@ -469,6 +562,7 @@ class ControlPanel:
         True once Stop was clicked."""
         if self._stop.is_set():
             return True
+        self._phase = None  # the run reports: its progress line takes over from the start-up steps
         wait = max(self.redraw_every_s - _REPORT_SLACK_S, 5 * self._draw_cost)
         if _clock() - self._last_draw >= wait:
             self._redraw(snapshot)
@@ -540,13 +634,10 @@ class ControlPanel:
         return '<span style="color:#666">set the controls and click Run</span>'
 
     def _progress_text(self, run: RunResult) -> str:
-        return (f"running {self.scheme} x{run.workers}: {run.wall_time_s:.0f} s of {self._settings_budget():.0f} s, "
+        return (f"running {self.scheme} x{run.workers}: {run.wall_time_s:.0f} s of {run.config.max_seconds:.0f} s, "
                 f"{run.env_steps:,} env steps ({run.env_steps_per_s:,.0f}/s), {run.updates:,} updates "
                 f"({run.updates_per_s:,.1f}/s), {len(run.episodes):,} games, "
                 f"recent score {_recent(run)}")
-
-    def _settings_budget(self) -> float:
-        return float(self.budget_s.value)
 
     def _summary_text(self, run: RunResult) -> str:
         s = run.summary()
@@ -555,7 +646,9 @@ class ControlPanel:
         return (f"<b>{run.status}</b> ({opts}, batch {run.config.batch_size}): {s['env_steps']:,} env steps, "
                 f"{s['updates']:,} updates, {s['episodes']:,} games in {s['wall_time_s']:.1f} s &mdash; "
                 f"{s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; "
-                f"time: {split}; recent score {_recent(run)}")
+                f"time: {split}; recent score {_recent(run)}"
+                + (f"; before the budget: {self._prep_s:.1f} s of start-up (compiling, starting workers)"
+                   if self._prep_s >= 0.5 else ""))
 
     def _log_traceback(self) -> None:
         self.traceback = traceback.format_exc()
@@ -656,9 +749,11 @@ class SchemePanel:
             raise ValueError(f"schemes must be a non-empty list from {sorted(SCHEMES)}, got {schemes!r}")
         self._config, self._kwargs = config, panel_kwargs
         self.panels: dict[str, ControlPanel] = {}
-        self.scheme = W.Dropdown(options=names, value=names[0], description="scheme", style=_STYLE)
+        self.scheme = W.Dropdown(options=names, value=names[0], description="scheme", style=_STYLE,
+                                 tooltip="The parallel scheme; each keeps its own panel and runs.")
         self.compare_button = W.Button(description="Compare last runs", icon="bar-chart",
-                                       tooltip="speed and time split of the last run of each scheme")
+                                       layout=W.Layout(width="auto"),
+                                       tooltip="Speed and time split of the last run of each scheme.")
         self.message = W.HTML()
         self.comparison = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         self._holder = W.VBox([self._panel(names[0]).widget])
@@ -681,9 +776,19 @@ class SchemePanel:
         """The panel of the scheme chosen now."""
         return self._panel(self.scheme.value)
 
-    def _on_scheme(self, _change: Any = None) -> None:
+    def _on_scheme(self, change: Any = None) -> None:
+        """Show the chosen scheme's panel, with the common settings of the panel left (budget, seed,
+        batch size, and workers where both run several)."""
         try:
-            self._holder.children = [self.panel.widget]
+            before = self.panels.get(change["old"]) if change else None
+            panel = self.panel
+            if before is not None and not panel.running:
+                common = {"budget_s": before.budget_s.value, "seed": before.seed.value,
+                          "batch_size": before.batch_size.value}
+                if _SINGLE_PROCESS.isdisjoint({before.scheme, panel.scheme}):
+                    common["workers"] = before.workers.value
+                panel.set(**common)
+            self._holder.children = [panel.widget]
         except Exception as e:  # noqa: BLE001 - shown, not swallowed
             self.message.value = f'<span style="color:#a00">{html.escape(f"{type(e).__name__}: {e}")}</span>'
 

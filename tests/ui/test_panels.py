@@ -1,5 +1,7 @@
 """The control panels, driven through their callbacks (ipywidgets would swallow their errors)."""
 
+import dataclasses
+import html
 import math
 import time
 import types
@@ -207,8 +209,83 @@ def test_optional_numbers_are_parsed_and_bad_text_is_reported(fake_scheme, confi
     assert run.options["ratio"] == 0.5
     panel.options["ratio"].value = "lots"
     assert panel.run(blocking=True) is None
-    assert panel.error == "ValueError: ratio must be float or empty (default), got 'lots'"
+    assert panel.error == "ValueError: ratio must be a number >= 0 or empty (the default), got 'lots'"
     assert "ratio must be" in repr(panel)
+
+
+@pytest.mark.parametrize("name, text, line", [
+    ("budget_s", "-5", "budget (s) must be a number > 0, got '-5'"),
+    ("budget_s", "abc", "budget (s) must be a number > 0, got 'abc'"),
+    ("seed", "-7", "seed must be an integer >= 0, got '-7'"),
+    ("seed", "1e3", "seed must be an integer >= 0, got '1e3'"),
+    ("sync_every", "1e3", "sync every (updates) must be an integer >= 1, got '1e3'"),
+    ("sync_every", "0", "sync every (updates) must be an integer >= 1, got '0'"),
+    ("final_fraction", "2", "final fraction must be a number in (0, 1], got '2'"),
+])
+def test_every_text_box_refuses_what_it_cannot_take_at_once_and_at_run(fake_scheme, config, name, text, line):
+    panel = panels.control_panel(fake_scheme, config, sync="final")
+    panel.set(**{name: text})
+    assert panel._controls()[name].value == text  # kept as typed, not bent to fit
+    assert panel.check.layout.display is None and html.escape(line) in panel.check.value  # said at once
+    assert panel.run(blocking=True) is None and not panel.running  # and refused by Run
+    assert html.escape(line) in panel.status.value and panel.error.startswith("ValueError: ")
+    panel.set(**{name: {"budget_s": "1", "seed": "3", "sync_every": "1000", "final_fraction": "0.5"}[name]})
+    assert panel.check.layout.display == "none" and panel.settings()  # fixed: the line goes
+
+
+def test_every_control_has_its_declarations_doc_as_tooltip(config):
+    from dqnlab.config import TrainConfig
+    from dqnlab.options import specs
+
+    docs = specs(TrainConfig)
+    panel = panels.learning_panel("actors", budget_s=1)
+    assert panel.seed.tooltip == docs["seed"].doc and panel.batch_size.tooltip == docs["batch_size"].doc
+    assert panel.network.tooltip.startswith(docs["network"].doc)
+    assert panel.afterstate.tooltip == docs["afterstate"].doc and panel.afterstate.description == ""
+    for name, w in {**panel._controls(), "per_worker": panel.per_worker}.items():
+        assert w.tooltip and w.tooltip != getattr(w, "description", None), name  # never the label again, never null
+    for name, spec in panels.scheme_options("actors").items():
+        assert panel.options[name].tooltip == spec["doc"]
+
+
+def test_switching_scheme_keeps_the_common_settings(config):
+    sp = panels.scheme_panel(["serial", "independent", "shared"], config)
+    sp.panel.set(budget_s=7, seed=3, batch_size=64)
+    sp.scheme.value = "independent"
+    assert {k: sp.panel.settings()[k] for k in ("budget_s", "seed", "batch_size")} == \
+        {"budget_s": 7.0, "seed": 3, "batch_size": 64}
+    sp.panel.set(workers=3)
+    sp.scheme.value = "shared"
+    assert sp.panel.settings()["workers"] == 3 and sp.panel.settings()["budget_s"] == 7.0
+
+
+def test_a_run_that_did_no_env_step_says_so(fake_scheme, config, monkeypatch):
+    import functools
+
+    def nothing(config, options, *, workers=1, progress=True, callback=None, _fault=None):
+        run = fake_run(config.replace(total_env_steps=None), options, workers=workers, progress=False)
+        return dataclasses.replace(run, env_steps=0, updates=0, episodes=run.episodes.iloc[:0])
+
+    monkeypatch.setitem(dqnlab.SCHEMES, "fake", fake_module(functools.partial(nothing)))
+    panel = panels.control_panel("fake", config)
+    run = panel.run(blocking=True)
+    assert run.env_steps == 0 and "with nothing done" in panel.status.value and "#070" not in panel.status.value
+
+
+def test_start_up_is_said_in_the_status_line_while_it_lasts(config, monkeypatch):
+    from dqnlab.bench import timing
+
+    seen = []
+    panel = panels.control_panel("independent", config, workers=2, budget_s=1)
+    real = panel._set_status
+    monkeypatch.setattr(panel, "_set_status", lambda text, **kw: (seen.append(text), real(text, **kw)))
+    monkeypatch.setattr(timing, "_import_dqnlab", lambda: time.sleep(1.2) or 1)  # a slow worker start
+    run = panel.run(blocking=True)
+    assert run.status == "completed"
+    starting = [t for t in seen if "starting 2 worker processes" in t]
+    assert len(starting) >= 2 and starting[-1] != starting[0]  # counted while it lasts (twice a second)
+    assert any("worker 2 of 2 ready" in t for t in seen) and any("counts from now" in t for t in seen)
+    assert "before the budget" in panel.status.value  # the summary says where that time went
 
 
 def test_a_failed_run_keeps_its_partial_result(fake_scheme, config, monkeypatch):
@@ -263,7 +340,7 @@ def test_learning_panel_trains_the_network_family_chosen(monkeypatch):
     monkeypatch.setenv("DQNLAB_SMOKE", "1")
     panel = panels.learning_panel("shared", "ntuple", workers=1, budget_s=1.0)
     assert panel.options["lock"].value is False  # Hogwild by default, as Jaskowski 2018
-    assert panel.settings()["network"] == "ntuple" and panel.augment_symmetry.layout.display == "none"
+    assert panel.settings()["network"] == "ntuple" and panel._shown_as["augment_symmetry"].layout.display == "none"
     panel.set(network="mlp", afterstate=True, augment_symmetry=True)
     s = panel.settings()
     assert (s["network"], s["afterstate"], s["augment_symmetry"]) == ("mlp", True, True)
@@ -305,11 +382,28 @@ def test_live_figure_scales_speed_to_the_steady_rate_and_marks_the_warm_up():
     assert 1_000 <= top < 2_000  # the steady 1,000 env steps/s, not the 10,000 of the warm-up
     (band,) = live.ax_speed.patches  # 0 s to the last report without updates, its rate (off the scale) said below
     assert band.get_x() == 0 and band.get_width() == 5
-    assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up, peak 10,000/s"
+    assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up (acting only), up to 10,000/s: off the scale"
     assert 100 <= live.ax_updates.get_ylim()[1] < 200
     assert live.ax_speed.get_legend() is None  # the axis labels say which line is which: nothing covers the lines
     assert live.ax_speed.get_ylabel() == "env steps / s (solid)" and live.ax_updates.get_ylabel() == "updates / s (dashed)"
-    assert "1,000 env steps/s, 100.0 updates/s" in live.ax_speed.get_title()
+    assert "1,000 env steps/s, 100.0 updates/s now" in live.ax_speed.get_title()
+
+
+def test_live_figure_of_an_empty_run_shows_no_ticks_and_no_scale_of_the_run_before():
+    live = LiveFigure()
+    live.update(synthetic_run(loss=True))
+    live.figure.canvas.draw()
+    loss_ticks = [t.get_text() for t in live.ax_loss.get_yticklabels(which="both") if t.get_text()]
+    assert loss_ticks and all("e-0" not in t for t in loss_ticks)  # one way of writing: 0.6, 1, 2 (not 6e-01)
+    empty = synthetic_run()
+    empty = dataclasses.replace(empty, history=empty.history.iloc[:1], episodes=empty.episodes.iloc[:0],
+                                env_steps=0, updates=0, wall_time_s=3.0)
+    live.update(empty)
+    live.figure.canvas.draw()
+    for ax in (live.ax_speed, live.ax_loss, live.ax_score):
+        assert not [t.get_text() for t in ax.get_yticklabels(which="both") if t.get_text()]  # no "800m", "-40m"
+    assert live.ax_score.get_ylim() == (0.0, 1.0) and live.ax_speed.get_ylim() == (0.0, 1.0)
+    assert live.ax_score.get_xlim() == (0.0, 3.0)  # to the run's clock, as the status line says it
 
 
 def test_live_figure_draws_the_td_loss_when_the_history_has_it():
