@@ -82,11 +82,11 @@ def test_minutes_budget_maps_to_seconds(tmp_path):
     (["evaluate", "random", "--games", "x"], "--games: expected an integer"),
     (["bench", "gpu"], "invalid choice: 'gpu'"),
 ])
-def test_bad_arguments_give_one_clear_line(args, needle):
-    r = _cli(*args)
-    assert r.returncode == 2
-    assert needle in r.stderr
-    assert "Traceback" not in r.stderr
+def test_bad_arguments_give_one_clear_line(args, needle, capsys):
+    code, err = _main(args, capsys)
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err
 
 
 def test_bench_functions_report_rows():
@@ -178,14 +178,16 @@ def test_every_config_field_is_a_flag_that_round_trips():
     assert c.replay_ratio == TrainConfig.preset("mlp").replay_ratio  # the rest: the preset's
 
 
-def test_help_shows_every_field_and_option_with_its_doc():
+def test_help_shows_every_field_and_option_with_its_doc(capsys):
     from dqnlab.cli import scheme_flags
     from dqnlab.config import TrainConfig
     from dqnlab.options import specs
 
-    r = _cli("train", "--help")
-    assert r.returncode == 0
-    text = " ".join(r.stdout.split())  # argparse wraps lines
+    try:
+        main(["train", "--help"])
+    except SystemExit as e:
+        assert e.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     for spec in [*specs(TrainConfig).values(), *(s for d in scheme_flags().values() for s in d.values())]:
         assert spec.flag in text and " ".join(spec.doc.split()) in text, spec.name
     assert "--double-dqn, --no-double-dqn" in text and "--hidden N,N,..." in text and "--max-moves N|none" in text
@@ -200,9 +202,9 @@ def test_help_shows_every_field_and_option_with_its_doc():
     (["--max-moves", "never"], "argument --max-moves: expected an integer >= 1 or None, got 'never'"),
     (["--actor-epsilon", "0.1,2"], "argument --actor-epsilon: expected one of ['schedule', 'apex'] or numbers"),
 ])
-def test_bad_flag_values_are_one_line_naming_the_flag(argv, needle):
-    r = _cli("train", *argv)
-    assert r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
+def test_bad_flag_values_are_one_line_naming_the_flag(argv, needle, capsys):
+    code, err = _main(["train", *argv], capsys)
+    assert code == 2 and needle in err and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,8 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
                    points: Sequence[float] = POINTS, games: int = 1_000, seed: int = 0, eval_seed: int = 1,
                    options: dict[str, Any] | None = None, run_dir: str | Path | None = None,
                    progress: bool = False, overrides: dict[str, Any] | None = None,
-                   variant: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                   variant: dict[str, Any] | None = None,
+                   callback: Callable[[Any], Any] | None = None) -> list[dict[str, Any]]:
     """Train one configuration for ``minutes`` and evaluate it at each of ``points``.
 
     Parameters
@@ -97,6 +98,9 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
         :class:`~dqnlab.TrainConfig` fields replacing the preset's.
     variant : dict, optional
         More fields replacing those (:func:`parse_variant`), named in the rows' ``variant``.
+    callback : callable, optional
+        Passed to :func:`dqnlab.train` (each segment's snapshots; their ``wall_time_s`` counts from the
+        run's start).
 
     Returns
     -------
@@ -140,9 +144,9 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
             try:
                 if run is None:
                     run = train(scheme, budget, workers=workers, progress=progress, run_dir=where,
-                                **(options or {}))
+                                callback=callback, **(options or {}))
                 else:
-                    run = train(resume=where, config=budget, progress=progress)
+                    run = train(resume=where, config=budget, progress=progress, callback=callback)
             except WorkerError as e:  # diverged or a worker died: keep the points so far, say why
                 if rows:
                     rows[-1]["status"] = f"failed after this point: {e.message}"

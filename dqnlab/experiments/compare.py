@@ -12,7 +12,7 @@ import pandas as pd
 from ..bench.timing import warm_up
 from ..runtime.results import RunResult
 from .budgets import budget, explore_config, resolve_smoke
-from .trials import Trial, greedy_at, new_figure, rolling_window, run_trial
+from .trials import RunsProgress, Trial, greedy_at, new_figure, rolling_window, run_trial
 
 __all__ = ["USER_CLAIMS", "compare_data", "compare_figure", "claims_table"]
 
@@ -73,15 +73,17 @@ def compare_data(smoke: bool | None = None, workers: int = 2, seconds: float | N
     seconds = budget(120.0, 2.0, smoke) if seconds is None else seconds
     names = list(schemes) if schemes is not None else sorted(SCHEMES, key=lambda s: (s != "serial", s))
     config = explore_config(smoke, max_seconds=seconds, seed=seed)
-    warm_up(workers)
     trials, skipped = [], {}
-    for name in names:
-        k = 1 if name == "serial" else workers
-        try:
-            trials.append(run_trial(name, config, workers=k, greedy_games=budget(100, 16, smoke),
-                                    checkpoints=budget(6, 2, smoke)))
-        except ValueError as e:  # a scheme that cannot run with these settings: say so, go on
-            skipped[name] = str(e)
+    with RunsProgress(seconds * len(names), f"{len(names)} scheme{'' if len(names) == 1 else 's'}") as bar:
+        bar.note("starting the worker processes")
+        warm_up(workers)
+        for name in names:
+            k = 1 if name == "serial" else workers
+            try:
+                trials.append(run_trial(name, config, workers=k, greedy_games=budget(100, 16, smoke),
+                                        checkpoints=budget(6, 2, smoke), callback=bar.run(f"{name} x{k}", seconds)))
+            except ValueError as e:  # a scheme that cannot run with these settings: say so, go on
+                skipped[name] = str(e)
     return {"trials": trials, "skipped": skipped, "workers": workers, "seconds": seconds,
             "cores": os.cpu_count()}
 

@@ -10,7 +10,7 @@ from ..bench.learning import learning_figure as draw_learning_curves
 from ..bench.report import machine_info
 from ..config import TrainConfig, family_preset
 from .budgets import budget, resolve_smoke
-from .trials import new_figure
+from .trials import RunsProgress, new_figure
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data"]
 
@@ -71,11 +71,14 @@ def learning_data(smoke: bool | None = None, minutes: float | None = None, games
     if smoke:  # seconds each: enough to see that every kind of run works
         runs = [r for r in runs if r[0] == "ntuple" or r[:2] == ("mlp", True)]
     rows: list[dict[str, Any]] = []
-    for network, afterstate, scheme, workers, options in runs:
-        cfg = learning_config(network, afterstate, smoke=smoke)
-        overrides = {k: v for k, v in cfg.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
-        rows += learning_curve(family_preset(network, afterstate), scheme, workers, minutes, points, games,
-                               seed=seed, options=options, overrides=overrides)
+    with RunsProgress(60.0 * minutes * len(runs), f"{len(runs)} learners") as bar:
+        for network, afterstate, scheme, workers, options in runs:
+            cfg = learning_config(network, afterstate, smoke=smoke)
+            overrides = {k: v for k, v in cfg.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
+            label = f"{network}{'' if afterstate else ' (no afterstates)'}, {scheme} x{workers}"
+            rows += learning_curve(family_preset(network, afterstate), scheme, workers, minutes, points, games,
+                                   seed=seed, options=options, overrides=overrides,
+                                   callback=bar.run(label, 60.0 * minutes))
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 
@@ -106,10 +109,12 @@ def replay_data(smoke: bool | None = None, minutes: float | None = None, games: 
         base.replace(**extra)
     machine = machine_info()
     rows: list[dict[str, Any]] = []
-    for extra in chosen:
-        for seed in seeds:
-            rows += learning_curve("ntuple-small", "serial", 1, minutes, points, games, seed=seed,
-                                   overrides=overrides, variant=extra)
+    with RunsProgress(60.0 * minutes * len(chosen) * len(seeds), f"{len(chosen) * len(seeds)} runs") as bar:
+        for extra, name in zip(chosen, variants):
+            for seed in seeds:
+                rows += learning_curve("ntuple-small", "serial", 1, minutes, points, games, seed=seed,
+                                       overrides=overrides, variant=extra,
+                                       callback=bar.run(f"{name}, seed {seed}", 60.0 * minutes))
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 

@@ -20,7 +20,55 @@ from ..runtime.results import RunResult
 from .budgets import budget
 
 __all__ = ["Trial", "greedy_curve", "greedy_at", "run_trial", "run_grid", "summary_table", "rolling_window",
-           "new_figure"]
+           "new_figure", "RunsProgress"]
+
+
+class RunsProgress:
+    """A progress bar over the runs of one notebook cell, in seconds of their budgets (``tqdm.auto``: a bar
+    in a notebook, text in a terminal).
+
+    It shows as the cell starts; each run's reports (about once a second) move it, and the run going on
+    is named beside it. Use it as a context manager; :meth:`run` gives the callback of the next run.
+
+    Parameters
+    ----------
+    total_s : float
+        Seconds of all the runs' budgets together.
+    what : str
+        What the cell measures (the bar's label).
+    """
+
+    def __init__(self, total_s: float, what: str):
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=round(float(total_s), 1), desc=what, unit="s", leave=False,
+                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of training "
+                                    "[{elapsed}]{postfix}")
+        self._done = 0.0
+
+    def run(self, label: str, budget_s: float | None) -> Callable[[RunResult], bool]:
+        """The callback of the next run (named ``label``, with ``budget_s`` seconds): it moves the bar."""
+        start, self._done = self._done, self._done + (budget_s or 0.0)
+        self._bar.set_postfix_str(label, refresh=False)
+        self._bar.n = start
+        self._bar.refresh()
+
+        def report(snapshot: RunResult) -> bool:
+            self._bar.n = min(start + snapshot.wall_time_s, self._done)
+            self._bar.refresh()
+            return False
+
+        return report
+
+    def note(self, text: str) -> None:
+        """Say ``text`` beside the bar now (a step before the runs, such as starting the workers)."""
+        self._bar.set_postfix_str(text)
+
+    def __enter__(self) -> RunsProgress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._bar.close()
 
 
 @dataclass
@@ -122,13 +170,16 @@ def run_grid(scheme: str, grid: Sequence[dict[str, Any]], config: TrainConfig, s
             label: Callable[[dict[str, Any]], str]) -> list[Trial]:
     """One :class:`Trial` per grid point: ``workers``, scheme options, and ``config``
     (a dict of :class:`TrainConfig` fields to replace)."""
-    warm_up(max(g.get("workers", 1) for g in grid))
+    configs = [config.replace(**g["config"]) if "config" in g else config for g in grid]
     trials = []
-    for g in grid:
-        options = {k: v for k, v in g.items() if k != "config"}
-        cfg = config.replace(**g["config"]) if "config" in g else config
-        trials.append(run_trial(scheme, cfg, label=label(g), greedy_games=budget(100, 16, smoke),
-                                checkpoints=budget(6, 2, smoke), **options))
+    with RunsProgress(sum(c.max_seconds or 0.0 for c in configs), f"{scheme}: {len(grid)} runs") as bar:
+        bar.note("starting the worker processes")
+        warm_up(max(g.get("workers", 1) for g in grid))
+        for g, cfg in zip(grid, configs):
+            options = {k: v for k, v in g.items() if k != "config"}
+            trials.append(run_trial(scheme, cfg, label=label(g), greedy_games=budget(100, 16, smoke),
+                                    checkpoints=budget(6, 2, smoke), callback=bar.run(label(g), cfg.max_seconds),
+                                    **options))
     return trials
 
 

@@ -27,3 +27,14 @@ def test_reproduce_smoke_writes_the_notebooks_figures(tmp_path):
     for p in out.glob("*.png"):
         assert p.read_bytes()[:4] == b"\x89PNG" and p.stat().st_size > 10_000
     assert f"wrote {len(expected)} figure(s)" in proc.stdout
+
+
+def test_a_cells_runs_show_a_progress_bar_that_the_runs_move(capsys):
+    from dqnlab.experiments import compare_data
+
+    data = compare_data(smoke=True, schemes=["serial"], seconds=1.5)
+    assert len(data["trials"]) == 1
+    err = capsys.readouterr().err.replace("\r", "\n")
+    lines = [line for line in err.splitlines() if "1 scheme" in line]
+    assert "0/2 s of training" in lines[0] and "starting the worker processes" in lines[1]  # at once
+    assert any("serial x1" in line and "2/2 s" in line for line in lines)  # moved by the run's reports
