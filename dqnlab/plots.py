@@ -387,6 +387,8 @@ class LiveFigure:
         self._warm_up = None  # the warm-up band, replaced at every update
         self._notes = {ax: ax.text(0.5, 0.5, "", ha="center", va="center", color="0.4", transform=ax.transAxes)
                        for ax in (self.ax_loss, self.ax_score)}
+        self._off_scale = self.ax_speed.text(0.02, 0.97, "", ha="left", va="top", color="0.35", fontsize="x-small",
+                                             transform=self.ax_speed.transAxes)
         self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
         self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
         self.ax_loss.set_yscale("log")
@@ -446,15 +448,16 @@ class LiveFigure:
             ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)
             ax.tick_params(axis="y", labelleft=ax is self.ax_speed and top > 0,
                            labelright=ax is self.ax_updates and top > 0)  # no ticks of an empty axis
-        xlabel = "wall time (s)"
+        xlabel, off_scale = "wall time (s)", ""
         if warm_end > 0 and len(sps):
             self._warm_up = self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0)
             # Said below the axes: the band may be too narrow to hold it, and nothing covers a line there.
-            xlabel += "; grey: warm-up (acting only)"
+            xlabel += "; grey: warm-up"
             peak = float(sps[:first].max())
             if peak > self.ax_speed.get_ylim()[1]:  # a line that runs off the axis is said where it does
-                xlabel += f", up to {peak:,.0f}/s: off the scale"
+                off_scale = f"\u2191 warm-up peak {peak:,.0f}/s"
         self.ax_speed.set_xlabel(xlabel)
+        self._off_scale.set_text(off_scale)
         now = f"{sps[-1]:,.0f} env steps/s, {ups[-1]:,.1f} updates/s now" if len(sps) else "no report yet"
         _live_title(self.ax_speed, f"speed: {now}")
 
@@ -488,6 +491,7 @@ class LiveFigure:
         if len(lines) > 1:
             self.ax_score.legend(fontsize="x-small", loc="upper left")
         if lines:
+            self.ax_score.set_autoscaley_on(True)  # set_ylim of an empty run turned it off
             self.ax_score.relim()
             self.ax_score.autoscale_view(scalex=False)
         else:

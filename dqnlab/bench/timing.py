@@ -7,6 +7,7 @@ times from different runs: the machines are small and noisy.
 
 from __future__ import annotations
 
+import io
 import statistics
 import time
 from collections.abc import Callable
@@ -100,7 +101,7 @@ def warm_up(workers: int, native: bool = False, report: Callable[[str], None] | 
 
         say("compiling the native core (numba: about half a minute the first time on a machine, then "
             "loaded from its cache in seconds) ...")
-        learner.warm_up()
+        learner.warm_up(stream=io.StringIO())  # its notice would say again, on stderr, what is said here
         say(f"native core ready ({time.perf_counter() - t0:.1f} s)")
     if workers > 1:
         say(f"starting {workers} worker processes (each imports PyTorch and dqnlab) ...")

@@ -12,7 +12,7 @@ import copy
 import math
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -65,18 +65,19 @@ def warmed() -> bool:
     return _warmed
 
 
-def warm_up() -> None:
+def warm_up(stream: TextIO | None = None) -> None:
     """Compile the native loop's kernels (or load them from numba's cache) before a learner's first step:
     a tiny learner of the same array and setting types takes a few steps and an update, under the
     compile notice (:func:`dqnlab.core.compile.notice`). Once per process; a learner that will run on the
-    core calls it before it builds anything, so that compiling is not taken from a run's time budget."""
+    core calls it before it builds anything, so that compiling is not taken from a run's time budget.
+    ``stream`` takes the notice's lines (default ``sys.stderr``)."""
     global _warmed
     if _warmed:
         return
     _warmed = True
     config = TrainConfig.preset("ntuple-small", ntuples=((0, 1),), n_envs=2, buffer_size=8, batch_size=2,
                                 learning_starts=0, total_env_steps=None, max_seconds=1.0)
-    with notice("the native learner loop"):
+    with notice("the native learner loop", stream):
         tiny = Learner(config)
         tiny.run(8)
         tiny.native.learn(1)

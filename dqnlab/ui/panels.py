@@ -3,22 +3,24 @@
 >>> panel = dqnlab.ui.panels.control_panel("independent")   # doctest: +SKIP
 >>> panel                                                  # doctest: +SKIP
 
-The panel shows a slider for the worker count, a dropdown for the batch size, a
-slider for the budget in seconds, the seed, and one control per option of the scheme
-(generated from the scheme's ``Options`` declarations, see :mod:`dqnlab.options`: their
-docs are the tooltips, and a control is hidden while its option does not apply, e.g.
-``final_fraction`` unless ``sync="final"``; the sync schedule for ``independent``, the
-lock for ``shared``), plus
-Run and Stop buttons, a status line and a live figure: speed (env steps/s, updates/s),
-TD loss and score against wall time, redrawn about every two seconds while the run goes
-on (:class:`dqnlab.plots.LiveFigure`: the same lines with new data, about 0.1 s a draw on
-one core). Draws happen at the run's progress reports, about a second apart, so the figure
-moves every second report: 2.0 s apart when reports are regular; 1.3 to 3.3 s apart (median
-2.3 s) measured in JupyterLab with two ``shared`` n-tuple workers on 2 cores. A draw that
-costs more than 0.3 s makes the panel wait five draws' time before the next, so drawing
-never takes more than a fifth of the run. Nothing is shown under the buttons until a run
-draws, and a Run click clears the figure of the run before, so a failed run never leaves
+The panel shows a slider for the worker count, a dropdown for the batch size, text boxes for
+the budget in seconds and the seed, and one control per option of the scheme (generated from
+the scheme's ``Options`` declarations, see :mod:`dqnlab.options`: their docs are the tooltips,
+a text box is read by its declaration and refuses what it cannot take with a line naming what
+is allowed, and a control is hidden while its option does not apply, e.g. ``final_fraction``
+unless ``sync="final"``), plus Run and Stop buttons, a status line and a live figure: speed
+(env steps/s, updates/s), TD loss and score against wall time (:class:`dqnlab.plots.LiveFigure`:
+the same lines with new data). Draws happen at the run's progress reports, about a second
+apart, when two seconds have passed since the last; a draw that costs more than 0.3 s makes
+the panel wait five draws' time before the next, so drawing never takes more than a fifth of
+the run (the notebooks say what that gives, measured). Nothing is shown under the buttons until
+a run draws, and a Run click clears the figure of the run before, so a failed run never leaves
 another run's figure looking current.
+
+Before a run's budget starts, the panel compiles the native core (or loads it from numba's
+cache) and starts joblib's worker processes if that was not done yet
+(:func:`dqnlab.bench.timing.warm_up`); the status line says each step, and the seconds it has
+taken, twice a second until the run's first report, and again while a Stop is under way.
 
 How it stays responsive: Run starts :func:`dqnlab.train` in a background thread, so
 the kernel keeps processing widget events (a callback that blocked the kernel would
@@ -108,21 +110,35 @@ def scheme_options(scheme: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _text_box(spec: Spec, value: Any, label: str, width: str = "220px") -> W.Text:
+def _label(label: str, doc: str) -> W.HTML:
+    """A control's label, carrying ``doc`` as its tooltip. ipywidgets 8 shows a text box's or a dropdown's
+    tooltip only where the control has no description of its own, and a checkbox's own label shows its
+    text as the tooltip: so every control here is built without a description, beside this label."""
+    return W.HTML(f'<span title="{html.escape(doc)}">{html.escape(label)}</span>',
+                  layout=W.Layout(margin="0 6px 0 0"))
+
+
+def _labelled(control: W.Widget, label: str, doc: str, after: bool = False) -> W.HBox:
+    """``control`` (its tooltip ``doc``, no description) beside its :func:`_label` (after it for a checkbox)."""
+    control.description, control.tooltip = "", doc
+    parts = [control, _label(label, doc)] if after else [_label(label, doc), control]
+    return W.HBox(parts, layout=W.Layout(align_items="center", width="auto", margin="0 18px 2px 0"))
+
+
+def _text_box(spec: Spec, value: Any, width: str = "110px") -> W.Text:
     """A text box for a number or text read by ``spec`` (what is typed is checked, never bent to fit)."""
     text = "" if value is None else spec.to_text(value)
-    return W.Text(value=text, description=label, tooltip=spec.doc, placeholder="default" if spec.nullable else "",
-                  style=_STYLE, layout=W.Layout(width=width))
+    return W.Text(value=text, placeholder="default" if spec.nullable else "", layout=W.Layout(width=width))
 
 
 def _checkbox(label: str, doc: str, value: bool) -> tuple[W.Checkbox, W.HBox]:
-    """A checkbox and its label, the label carrying ``doc`` as its tooltip (ipywidgets' own checkbox label
-    shows its text as the tooltip whatever the tooltip says)."""
-    box = W.Checkbox(value=bool(value), description="", tooltip=doc, indent=False,
-                     layout=W.Layout(width="auto", margin="0 2px 0 0"))
-    text = W.HTML(f'<span title="{html.escape(doc)}">{html.escape(label)}</span>',
-                  layout=W.Layout(margin="0 16px 0 0"))
-    return box, W.HBox([box, text], layout=W.Layout(align_items="center", width="auto"))
+    """``(checkbox, what is shown)``: the checkbox beside its label."""
+    box = W.Checkbox(value=bool(value), indent=False, layout=W.Layout(width="auto", margin="0 4px 0 0"))
+    return box, _labelled(box, label, doc, after=True)
+
+
+def _dropdown(options: Any, value: Any, width: str = "130px") -> W.Dropdown:
+    return W.Dropdown(options=options, value=value, layout=W.Layout(width=width))
 
 
 def _option_widget(spec: dict[str, Any], value: Any) -> tuple[W.Widget, W.Widget]:
@@ -130,13 +146,12 @@ def _option_widget(spec: dict[str, Any], value: Any) -> tuple[W.Widget, W.Widget
     text box read by its declaration."""
     decl = spec["spec"]
     if spec["kind"] == "choice":
-        w = W.Dropdown(options=spec["choices"], value=value, description=decl.label, tooltip=decl.doc, style=_STYLE,
-                       layout=W.Layout(width="260px"))
-        return w, w
-    if spec["kind"] == "bool":
+        w = _dropdown(spec["choices"], value)
+    elif spec["kind"] == "bool":
         return _checkbox(decl.label, decl.doc, value)
-    w = _text_box(decl, value, decl.label, "260px" if spec["kind"] == "text" else "220px")
-    return w, w
+    else:
+        w = _text_box(decl, value, "160px" if spec["kind"] == "text" else "110px")
+    return w, _labelled(w, decl.label, decl.doc)
 
 
 def _parse(spec: Spec, text: Any, name: str) -> Any:
@@ -168,14 +183,21 @@ class ControlPanel:
         Base configuration; each run replaces ``batch_size``, ``seed`` and the budget
         (``max_seconds`` = the budget slider, no env-step limit).
     workers, batch_size, budget_s, seed : ipywidgets.Widget
-        The common controls (``workers`` is hidden for single-process schemes).
+        The common controls (``workers`` is hidden for single-process schemes); ``budget_s`` (seconds)
+        and ``seed`` are text boxes.
     options : dict of str to ipywidgets.Widget
-        One control per scheme option.
+        One control per scheme option: a dropdown of its choices, a checkbox, or a text box. A text box
+        is read by the option's declaration (:meth:`dqnlab.options.Spec.from_text`): what it cannot
+        take is never bent to fit but said at once in :attr:`check` and refused by Run.
+    check : ipywidgets.HTML
+        Under the controls: what a text box cannot take (``seed must be an integer >= 0, got '-7'``);
+        hidden while every box reads.
     per_worker : ipywidgets.Checkbox
         Draw one score line per worker (multi-process schemes).
     run_button, stop_button : ipywidgets.Button
     status : ipywidgets.HTML
-        What the run is doing, its summary when it ends, or the error (in the controls' words).
+        What the run is doing (each start-up step with a seconds count until the first report, then
+        its progress), its summary when it ends, or the error (in the controls' words).
     figure : ipywidgets.Image
         The live figure (PNG, :class:`dqnlab.plots.LiveFigure`), redrawn about every
         ``redraw_every_s`` seconds (2) while a run goes on. Hidden until a run draws, and
@@ -221,6 +243,7 @@ class ControlPanel:
         self._settings: dict[str, Any] = {}
         self._phase: tuple[str, float] | None = None  # (what the run is doing, since when), until it reports
         self._prep_s = 0.0  # seconds of the last run's start-up before its budget (compiling, starting workers)
+        self._refused = False  # the status line shows a setting that Run refused
 
         single = scheme in _SINGLE_PROCESS
         cores = os.cpu_count() or 1
@@ -233,29 +256,39 @@ class ControlPanel:
                                            f"{cores} CPU cores here.")
         self.workers.layout.display = "none" if single else None
         bs = batch_size or self.config.batch_size
-        self.batch_size = W.Dropdown(options=sorted(set(BATCH_SIZES) | {bs}), value=bs, description="batch size",
-                                     style=_STYLE, layout=W.Layout(width="180px"), tooltip=fields["batch_size"].doc)
+        self.batch_size = _dropdown(sorted(set(BATCH_SIZES) | {bs}), bs, "90px")
         secs = float(budget_s if budget_s is not None else (self.config.max_seconds or 60.0))
         #: How the text boxes are read: the declarations of their fields (a budget must be given).
         self._text_specs: dict[str, Spec] = {
             "budget_s": dataclasses.replace(fields["max_seconds"], nullable=False),
             "seed": fields["seed"]}
-        self.budget_s = _text_box(self._text_specs["budget_s"], secs, "budget (s)", "150px")
-        self.budget_s.tooltip = "Wall-clock seconds the run may take, from the Run click (start-up included)."
-        self.seed = _text_box(fields["seed"], seed, "seed", "130px")
+        self.budget_s = _text_box(self._text_specs["budget_s"], secs, "90px")
+        self.seed = _text_box(fields["seed"], seed, "90px")
         self._network_controls = network_controls
-        self.network = W.Dropdown(options=["mlp", "cnn", "ntuple"], value=self.config.network, description="network",
-                                  style=_STYLE, layout=W.Layout(width="180px"),
-                                  tooltip=fields["network"].doc + " Each run starts from that family's preset.")
-        self.afterstate, afterstate_box = _checkbox("afterstates", fields["afterstate"].doc, self.config.afterstate)
-        self.augment_symmetry, symmetry_box = _checkbox("symmetry augmentation", fields["augment_symmetry"].doc,
-                                                        self.config.augment_symmetry)
+        self.network = _dropdown(["mlp", "cnn", "ntuple"], self.config.network, "100px")
+        #: The label of each control (its name in words, with its unit) and what is shown of it (the
+        #: control beside its label).
+        self.labels: dict[str, str] = {"workers": "workers", "batch_size": "batch size", "budget_s": "budget (s)",
+                                       "seed": "seed", "network": "network", "afterstate": "afterstates",
+                                       "augment_symmetry": "symmetry augmentation"}
+        self._shown_as: dict[str, W.Widget] = {
+            "batch_size": _labelled(self.batch_size, "batch size", fields["batch_size"].doc),
+            "budget_s": _labelled(self.budget_s, "budget (s)",
+                                  "Wall-clock seconds the run may take, from its start (after the panel has "
+                                  "compiled the core and started the workers)."),
+            "seed": _labelled(self.seed, "seed", fields["seed"].doc),
+            "network": _labelled(self.network, "network",
+                                 fields["network"].doc + " Each run starts from that family's preset.")}
+        self.afterstate, self._shown_as["afterstate"] = _checkbox("afterstates", fields["afterstate"].doc,
+                                                                  self.config.afterstate)
+        self.augment_symmetry, self._shown_as["augment_symmetry"] = _checkbox(
+            "symmetry augmentation", fields["augment_symmetry"].doc, self.config.augment_symmetry)
         self.network.observe(lambda _change: self._update_visibility(), names="value")
         self._specs = declared
         self.options: dict[str, W.Widget] = {}
-        self._shown_as: dict[str, W.Widget] = {"augment_symmetry": symmetry_box}  # a control's box, where it has one
         for name, spec in declared.items():
             self.options[name], self._shown_as[name] = _option_widget(spec, options.get(name, spec["default"]))
+            self.labels[name] = spec["spec"].label
             if spec["kind"] not in ("choice", "bool"):
                 self._text_specs[name] = spec["spec"]
         for w in self.options.values():
@@ -276,8 +309,8 @@ class ControlPanel:
         self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         title = W.HTML(f"<b>{html.escape(scheme)}</b> &mdash; {html.escape(_first_line(scheme))}")
         row = W.Layout(flex_flow="row wrap", align_items="center")
-        common = W.HBox([self.workers, self.batch_size, self.budget_s, self.seed], layout=row)
-        network_row = W.HBox([self.network, afterstate_box, symmetry_box],
+        common = W.HBox([self.workers] + [self._shown_as[n] for n in ("batch_size", "budget_s", "seed")], layout=row)
+        network_row = W.HBox([self._shown_as[n] for n in ("network", "afterstate", "augment_symmetry")],
                              layout=W.Layout(flex_flow="row wrap", align_items="center",
                                              display=None if network_controls else "none"))
         scheme_row = W.HBox([self._shown_as[name] for name in self.options] + [per_worker_box], layout=row)
@@ -328,6 +361,9 @@ class ControlPanel:
                     self._read(name)
                 except ValueError as e:
                     problems.append(str(e))
+        if not problems and self._refused and not self.running:  # the refusal no longer holds
+            self._refused = False
+            self.status.value = self._idle_text()
         text = "; ".join(problems)
         self.check.value = (f'<span style="color:#a00">&#9888; {html.escape(self._in_labels(text))}</span>'
                             if problems else "")
@@ -470,6 +506,7 @@ class ControlPanel:
             config = self._config(s)
         except ValueError as e:
             self._fail(f"ValueError: {e}")
+            self._refused = True
             return False
         workers = s.pop("workers")
         for key in ("batch_size", "budget_s", "seed", "network", "afterstate", "augment_symmetry"):
@@ -513,8 +550,8 @@ class ControlPanel:
         self._prep_s = 0.0
         try:
             self._prep_s = self._prepare(config, workers, options)
-            self._announce(f"running {self.scheme} x{workers}: the budget of {config.max_seconds:g} s counts from "
-                           f"now; waiting for the first report")
+            self._announce(f"starting {self.scheme} x{workers}: setting up the run, whose budget of "
+                           f"{config.max_seconds:g} s counts from its own start; waiting for its first report")
             result = train(self.scheme, config, workers=workers, progress=False, callback=self._callback, **options)
         except Exception as e:  # noqa: BLE001 - shown in the panel
             result = getattr(e, "partial", None)
@@ -618,15 +655,16 @@ class ControlPanel:
                      f"{len(kept.episodes):,} games (<code>panel.result</code>)")
         else:
             self._clear_figure()
-        self._set_status(f"<b>error</b>: {html.escape(self._in_labels(message))}{extra}", colour="#a00")
+        shown = message.removeprefix("ValueError: ")  # a setting refused: its line says it all
+        self._set_status(f"<b>error</b>: {html.escape(self._in_labels(shown))}{extra}", colour="#a00")
 
     def _in_labels(self, message: str) -> str:
         """``message`` with the Python names of the panel's controls (``min_replay_ratio``,
         ``batch_size``, and ``max_seconds`` for the budget, with or without a ``TrainConfig.`` before
         them) replaced by the controls' labels. Only names with an underscore: the others (``sync``,
         ``workers``) are words already."""
-        labels = {name: w.description for name, w in self._controls().items() if "_" in name}
-        labels["max_seconds"] = self.budget_s.description
+        labels = {name: label for name, label in self.labels.items() if "_" in name}
+        labels["max_seconds"] = self.labels["budget_s"]
         names = "|".join(map(re.escape, labels))
         return re.sub(rf"(?:TrainConfig\.)?\b({names})\b", lambda m: labels[m[1]], message)
 
@@ -749,8 +787,7 @@ class SchemePanel:
             raise ValueError(f"schemes must be a non-empty list from {sorted(SCHEMES)}, got {schemes!r}")
         self._config, self._kwargs = config, panel_kwargs
         self.panels: dict[str, ControlPanel] = {}
-        self.scheme = W.Dropdown(options=names, value=names[0], description="scheme", style=_STYLE,
-                                 tooltip="The parallel scheme; each keeps its own panel and runs.")
+        self.scheme = _dropdown(names, names[0], "140px")
         self.compare_button = W.Button(description="Compare last runs", icon="bar-chart",
                                        layout=W.Layout(width="auto"),
                                        tooltip="Speed and time split of the last run of each scheme.")
@@ -759,7 +796,8 @@ class SchemePanel:
         self._holder = W.VBox([self._panel(names[0]).widget])
         self.scheme.observe(self._on_scheme, names="value")
         self.compare_button.on_click(self._on_compare)
-        self.widget = W.VBox([self.scheme, self._holder,
+        self.widget = W.VBox([_labelled(self.scheme, "scheme", "The parallel scheme; each keeps its own panel and "
+                                                              "its runs."), self._holder,
                               W.HBox([self.compare_button, self.message], layout=W.Layout(align_items="center")),
                               self.comparison])
 
@@ -813,7 +851,7 @@ class SchemePanel:
             from ..plots import plot_bars, plot_time_split
 
             labels = [f"{r.scheme} x{r.workers}" for r in runs]
-            fig = Figure(figsize=(13, 3.4), dpi=80, layout="constrained")
+            fig = Figure(figsize=(11, 3.2), dpi=80, layout="constrained")  # shown at 900 px: text stays legible
             axes = fig.subplots(1, 3)
             plot_bars([r.env_steps_per_s for r in runs], labels, axes[0], "env steps / s", "acting throughput")
             plot_bars([r.updates_per_s for r in runs], labels, axes[1], "updates / s", "learning throughput",

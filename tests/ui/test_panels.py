@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("ipywidgets")
+ipywidgets = pytest.importorskip("ipywidgets")
 
 import dqnlab  # noqa: E402
 from dqnlab.ui import panels  # noqa: E402
@@ -87,7 +87,7 @@ def test_options_come_from_the_schemes_declaration(fake_scheme):
     assert panels.scheme_options("serial") == {}
     panel = panels.control_panel(fake_scheme, explore_config(smoke=True))
     w = panel.options["sync_every"]  # the declaration's doc is the tooltip, its name and unit the label
-    assert (w.tooltip, w.description) == ("Updates between syncs.", "sync every (updates)")
+    assert (w.tooltip, panel.labels["sync_every"]) == ("Updates between syncs.", "sync every (updates)")
     actors = panels.scheme_options("actors")
     assert actors["actor_epsilon"]["choices"] == ["schedule", "apex"] and actors["learner_threads"]["kind"] == \
         "optional int"
@@ -97,10 +97,10 @@ def test_options_come_from_the_schemes_declaration(fake_scheme):
 
 def test_panel_shows_only_the_controls_that_apply(fake_scheme, config):
     panel = panels.control_panel(fake_scheme, config, sync="none")
-    shown = {n for n, w in panel.options.items() if w.layout.display != "none"}
+    shown = {n for n in panel.options if panel._applies(n)}
     assert shown == {"sync", "lock", "ratio"}  # sync_every does not apply without syncing
     panel.options["sync"].value = "final"
-    shown = {n for n, w in panel.options.items() if w.layout.display != "none"}
+    shown = {n for n in panel.options if panel._applies(n)}
     assert shown == {"sync", "sync_every", "final_fraction", "lock", "ratio"}
     assert "sync_every" in panel.settings() and "final_fraction" in panel.settings()
     serial_panel = panels.control_panel("serial", config)
@@ -229,8 +229,15 @@ def test_every_text_box_refuses_what_it_cannot_take_at_once_and_at_run(fake_sche
     assert panel.check.layout.display is None and html.escape(line) in panel.check.value  # said at once
     assert panel.run(blocking=True) is None and not panel.running  # and refused by Run
     assert html.escape(line) in panel.status.value and panel.error.startswith("ValueError: ")
+    assert "ValueError" not in panel.status.value  # the line says it all, in the controls' words
     panel.set(**{name: {"budget_s": "1", "seed": "3", "sync_every": "1000", "final_fraction": "0.5"}[name]})
     assert panel.check.layout.display == "none" and panel.settings()  # fixed: the line goes
+    assert "error" not in panel.status.value and "click Run" in panel.status.value  # and so does the refusal
+
+
+def _shown(panel, name):
+    return panel._shown_as[name] if name != "per_worker" else next(
+        b for b in panel.widget.children[3].children if panel.per_worker in getattr(b, "children", ()))
 
 
 def test_every_control_has_its_declarations_doc_as_tooltip(config):
@@ -244,6 +251,9 @@ def test_every_control_has_its_declarations_doc_as_tooltip(config):
     assert panel.afterstate.tooltip == docs["afterstate"].doc and panel.afterstate.description == ""
     for name, w in {**panel._controls(), "per_worker": panel.per_worker}.items():
         assert w.tooltip and w.tooltip != getattr(w, "description", None), name  # never the label again, never null
+        if name != "workers":  # (a slider shows its tooltip on its own label) the label beside it carries it
+            label = next(c for c in _shown(panel, name).children if isinstance(c, ipywidgets.HTML))
+            assert w.description == "" and f'title="{html.escape(w.tooltip)}"' in label.value, name
     for name, spec in panels.scheme_options("actors").items():
         assert panel.options[name].tooltip == spec["doc"]
 
@@ -284,7 +294,7 @@ def test_start_up_is_said_in_the_status_line_while_it_lasts(config, monkeypatch)
     assert run.status == "completed"
     starting = [t for t in seen if "starting 2 worker processes" in t]
     assert len(starting) >= 2 and starting[-1] != starting[0]  # counted while it lasts (twice a second)
-    assert any("worker 2 of 2 ready" in t for t in seen) and any("counts from now" in t for t in seen)
+    assert any("worker 2 of 2 ready" in t for t in seen) and any("setting up the run" in t for t in seen)
     assert "before the budget" in panel.status.value  # the summary says where that time went
 
 
@@ -382,7 +392,8 @@ def test_live_figure_scales_speed_to_the_steady_rate_and_marks_the_warm_up():
     assert 1_000 <= top < 2_000  # the steady 1,000 env steps/s, not the 10,000 of the warm-up
     (band,) = live.ax_speed.patches  # 0 s to the last report without updates, its rate (off the scale) said below
     assert band.get_x() == 0 and band.get_width() == 5
-    assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up (acting only), up to 10,000/s: off the scale"
+    assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up"
+    assert "warm-up peak 10,000/s" in [t.get_text() for t in live.ax_speed.texts][0]  # said inside, at the top
     assert 100 <= live.ax_updates.get_ylim()[1] < 200
     assert live.ax_speed.get_legend() is None  # the axis labels say which line is which: nothing covers the lines
     assert live.ax_speed.get_ylabel() == "env steps / s (solid)" and live.ax_updates.get_ylabel() == "updates / s (dashed)"
@@ -404,6 +415,8 @@ def test_live_figure_of_an_empty_run_shows_no_ticks_and_no_scale_of_the_run_befo
         assert not [t.get_text() for t in ax.get_yticklabels(which="both") if t.get_text()]  # no "800m", "-40m"
     assert live.ax_score.get_ylim() == (0.0, 1.0) and live.ax_speed.get_ylim() == (0.0, 1.0)
     assert live.ax_score.get_xlim() == (0.0, 3.0)  # to the run's clock, as the status line says it
+    live.update(synthetic_run())  # games again: the score axis scales to them, not stuck at 0..1
+    assert live.ax_score.get_ylim()[1] > 10
 
 
 def test_live_figure_draws_the_td_loss_when_the_history_has_it():
