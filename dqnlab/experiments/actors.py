@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .budgets import budget, explore_config, resolve_smoke
-from .trials import Trial, new_figure, run_grid, run_trial
+from .trials import Trial, new_figure, run_grid, serial_baseline
 
 __all__ = ["actors_data", "actors_figure"]
 
@@ -32,8 +32,7 @@ def actors_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
     ks = list(workers) if workers is not None else budget([1, 2, 4], [2], smoke)
     config = explore_config(smoke, max_seconds=seconds, seed=seed)
     ratio = config.replay_ratio
-    serial = run_trial("serial", config, label="serial", greedy_games=budget(100, 16, smoke),
-                       checkpoints=budget(6, 2, smoke))
+    serial = serial_baseline(config, smoke)
     by_k = run_grid("actors", [{"workers": k} for k in ks], config, smoke, lambda g: f"actors x{g['workers']}")
     floors = budget([0.0, ratio], [0.0], smoke)  # the default floor ran above
     by_floor = run_grid("actors", [{"workers": ks[-1], "min_replay_ratio": f} for f in floors], config, smoke,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .budgets import budget, explore_config, resolve_smoke
-from .trials import new_figure, run_grid, run_trial
+from .trials import new_figure, run_grid, serial_baseline
 
 __all__ = ["averaged_data", "averaged_figure", "local_sgd_table"]
 
@@ -34,8 +34,7 @@ def averaged_data(smoke: bool | None = None, workers: Sequence[int] | None = Non
     ks = list(workers) if workers is not None else budget([1, 2, 4], [2], smoke)
     everies = sorted(set(average_every) | {1}) if average_every is not None else budget([1, 4, 16], [1, 8], smoke)
     config = explore_config(smoke, max_seconds=seconds, seed=seed)
-    serial = run_trial("serial", config, label="serial", greedy_games=budget(100, 16, smoke),
-                       checkpoints=budget(6, 2, smoke))
+    serial = serial_baseline(config, smoke)
     grid = ([{"workers": k} for k in ks] + [{"workers": 2, "comm": "joblib"}]
             + [{"workers": 2, "average_every": e} for e in everies if e != 1 or 2 not in ks])
     trials = run_grid("averaged", grid, config, smoke, _label)

@@ -12,7 +12,7 @@ import pandas as pd
 from ..bench.update import bench_update
 from ..config import TrainConfig
 from .budgets import budget, explore_config, resolve_smoke
-from .trials import new_figure
+from .trials import RunsProgress, new_figure
 
 __all__ = ["USER_PROJECTION_DAYS", "USER_EPISODES", "user_play_moves", "project_days", "serial_data",
            "serial_figure"]
@@ -72,8 +72,10 @@ def serial_data(smoke: bool | None = None, seconds: float | None = None, seed: i
     random_moves = user_play_moves(games=budget(500, 64, smoke), seed=seed)
     seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
     seed_cfg = TrainConfig.preset("seed", total_env_steps=None, max_seconds=seconds, seed=seed)
-    seed_run = train("serial", seed_cfg, progress=False)
-    fast_run = train("serial", explore_config(smoke, max_seconds=seconds, seed=seed), progress=False)
+    with RunsProgress(2 * seconds, "2 serial runs") as bar:
+        seed_run = train("serial", seed_cfg, progress=False, callback=bar.run("the seed preset", seconds))
+        fast_run = train("serial", explore_config(smoke, max_seconds=seconds, seed=seed), progress=False,
+                         callback=bar.run("dqnlab's explore_config", seconds))
     data = {"bench": bench, "random_moves": random_moves, "seed_run": seed_run, "fast_run": fast_run}
     data["projection"] = _projection(data)
     return data

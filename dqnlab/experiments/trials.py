@@ -20,7 +20,7 @@ from ..runtime.results import RunResult
 from .budgets import budget
 
 __all__ = ["Trial", "greedy_curve", "greedy_at", "run_trial", "run_grid", "summary_table", "rolling_window",
-           "new_figure", "RunsProgress"]
+           "new_figure", "RunsProgress", "serial_baseline"]
 
 
 class RunsProgress:
@@ -181,6 +181,14 @@ def run_grid(scheme: str, grid: Sequence[dict[str, Any]], config: TrainConfig, s
                                     checkpoints=budget(6, 2, smoke), callback=bar.run(label(g), cfg.max_seconds),
                                     **options))
     return trials
+
+
+def serial_baseline(config: TrainConfig, smoke: bool) -> Trial:
+    """The ``serial`` trial a scheme's runs are set beside (as :func:`run_grid` runs its points, with its
+    progress bar)."""
+    with RunsProgress(config.max_seconds or 0.0, "serial, to compare with") as bar:
+        return run_trial("serial", config, label="serial", greedy_games=budget(100, 16, smoke),
+                         checkpoints=budget(6, 2, smoke), callback=bar.run("serial", config.max_seconds))
 
 
 def summary_table(trials: Sequence[Trial]) -> pd.DataFrame:
