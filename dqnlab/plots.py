@@ -388,7 +388,8 @@ class LiveFigure:
         self._notes = {ax: ax.text(0.5, 0.5, "", ha="center", va="center", color="0.4", transform=ax.transAxes)
                        for ax in (self.ax_loss, self.ax_score)}
         self._off_scale = self.ax_speed.text(0.02, 0.97, "", ha="left", va="top", color="0.35", fontsize="x-small",
-                                             transform=self.ax_speed.transAxes)
+                                             transform=self.ax_speed.transAxes, zorder=5,
+                                             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85})
         self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
         self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
         self.ax_loss.set_yscale("log")
@@ -443,16 +444,19 @@ class LiveFigure:
             self._warm_up = None
         warm_end = t[min(first, len(t)) - 1] if first > 0 else 0.0  # the last report before learning
         steady = sps[first:]
-        for ax, values in ((self.ax_speed, steady if len(steady) else sps), (self.ax_updates, ups)):
+        # The updates/s axis reaches higher, so that a constant replay ratio does not lay its dashed line
+        # exactly over the solid one.
+        for ax, values, room in ((self.ax_speed, steady if len(steady) else sps, 1.1), (self.ax_updates, ups, 1.5)):
             top = float(values.max()) if len(values) else 0.0
-            ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)
+            ax.set_ylim(0, room * top if top > 0 else 1.0)
             ax.tick_params(axis="y", labelleft=ax is self.ax_speed and top > 0,
                            labelright=ax is self.ax_updates and top > 0)  # no ticks of an empty axis
         xlabel, off_scale = "wall time (s)", ""
         if warm_end > 0 and len(sps):
             self._warm_up = self.ax_speed.axvspan(0, warm_end, color="0.9", lw=0, zorder=0)
             # Said below the axes: the band may be too narrow to hold it, and nothing covers a line there.
-            xlabel += "; grey: warm-up"
+            if warm_end >= 0.02 * max(float(t[-1]), 1.0):  # a band too narrow to see is not named
+                xlabel += "; grey: warm-up"
             peak = float(sps[:first].max())
             if peak > self.ax_speed.get_ylim()[1]:  # a line that runs off the axis is said where it does
                 off_scale = f"\u2191 warm-up peak {peak:,.0f}/s"

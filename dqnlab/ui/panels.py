@@ -251,10 +251,7 @@ class ControlPanel:
         default_workers = 1 if single else (workers or min(2, max_workers))
         fields = specs(TrainConfig)
         self.workers = W.IntSlider(value=default_workers, min=1, max=max(max_workers, default_workers),
-                                   description="workers", style=_STYLE, continuous_update=False,
-                                   tooltip=f"Worker processes (threads where the scheme runs threads); "
-                                           f"{cores} CPU cores here.")
-        self.workers.layout.display = "none" if single else None
+                                   continuous_update=False, layout=W.Layout(width="260px"))
         bs = batch_size or self.config.batch_size
         self.batch_size = _dropdown(sorted(set(BATCH_SIZES) | {bs}), bs, "90px")
         secs = float(budget_s if budget_s is not None else (self.config.max_seconds or 60.0))
@@ -272,6 +269,8 @@ class ControlPanel:
                                        "seed": "seed", "network": "network", "afterstate": "afterstates",
                                        "augment_symmetry": "symmetry augmentation"}
         self._shown_as: dict[str, W.Widget] = {
+            "workers": _labelled(self.workers, "workers", f"Worker processes (threads where the scheme runs "
+                                                          f"threads); {cores} CPU cores here."),
             "batch_size": _labelled(self.batch_size, "batch size", fields["batch_size"].doc),
             "budget_s": _labelled(self.budget_s, "budget (s)",
                                   "Wall-clock seconds the run may take, from its start (after the panel has "
@@ -309,7 +308,8 @@ class ControlPanel:
         self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         title = W.HTML(f"<b>{html.escape(scheme)}</b> &mdash; {html.escape(_first_line(scheme))}")
         row = W.Layout(flex_flow="row wrap", align_items="center")
-        common = W.HBox([self.workers] + [self._shown_as[n] for n in ("batch_size", "budget_s", "seed")], layout=row)
+        self._shown_as["workers"].layout.display = "none" if single else None
+        common = W.HBox([self._shown_as[n] for n in ("workers", "batch_size", "budget_s", "seed")], layout=row)
         network_row = W.HBox([self._shown_as[n] for n in ("network", "afterstate", "augment_symmetry")],
                              layout=W.Layout(flex_flow="row wrap", align_items="center",
                                              display=None if network_controls else "none"))
@@ -703,7 +703,7 @@ def _first_line(scheme: str) -> str:
 
     doc = SCHEMES[scheme].__doc__ or ""
     line = doc.split("\n\n")[0].replace("\n", " ")
-    return re.sub(r"^``\w+``:\s*", "", line)
+    return re.sub(r"^``\w+``:\s*", "", line).replace(" -- ", " \u2014 ")
 
 
 def control_panel(scheme: str, config: TrainConfig | None = None, *, workers: int | None = None,
