@@ -136,3 +136,16 @@ def test_state_dict_round_trip_continues_identically():
     assert np.array_equal(a.tree.tree, b.tree.tree)
     with pytest.raises(ValueError, match="without prioritized replay"):
         b.load_state_dict(ReplayBuffer(20, seed=0).state_dict())
+
+
+@pytest.mark.parametrize("scheme, workers", [("serial", 1), ("independent", 2)])
+def test_beta_reaches_one_over_the_budget_in_every_learner(scheme, workers):
+    import dqnlab
+
+    config = dqnlab.TrainConfig(total_env_steps=4_000, n_envs=8, hidden=(16,), buffer_size=2_000, batch_size=16,
+                                learning_starts=64, prioritized=True, priority_beta=0.4, seed=3)
+    run = dqnlab.train(scheme, config, workers=workers, progress=False)
+    per = run.extra.get("per_worker") or [{"replay": run.extra["replay"]}]
+    betas = [w["replay"]["beta"] for w in per]
+    # each learner anneals over its own share of the env steps: beta0 + (1 - beta0) / K (0.7) was the fault
+    assert len(betas) == workers and min(betas) > 0.97, betas

@@ -445,7 +445,9 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, s
     ``kw``: :class:`~dqnlab.parallel.workers.LearnerTask`'s (budget, clock, reports,
     fault, checkpointing, resume).
     """
-    learner = Learner(config, worker=worker, device=config.device)
+    # A learner's budget is its own share of the run's env steps: prioritized replay anneals beta to 1 over it.
+    own = config if kw["budget"] is None else config.replace(total_env_steps=kw["budget"])
+    learner = Learner(own, worker=worker, device=config.device)
     if init_weights is not None and kw["resume"] is None:
         learner.agent.set_weights(init_weights, target=True)
     _IndependentLearner(ch, learner, SyncSchedule(sync, sync_every, final_fraction), **kw).run()
