@@ -447,6 +447,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(f"\n{run.scheme} x{run.workers} [{run.status}]: {s['env_steps']:,} env steps, {s['updates']:,} updates, "
           f"{s['episodes']:,} games in {s['wall_time_s']:.1f} s")
     print(f"speed: {s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; time: {split}")
+    start_up, budget_s = run.start_up_s(), run.config.max_seconds
+    if budget_s and start_up is not None and start_up > 0.1 * budget_s:  # where a tenth of the budget went
+        print(f"start-up: {start_up:.1f} s of the {budget_s:g} s budget went by before the first report of an env "
+              f"step (starting worker processes, the all-reduce group or shared memory, compiling the core)")
     lag = run.extra.get("param_lag") or {}
     if lag.get("mean") is not None:  # actors: how stale the acting weights were, and the ratio held
         achieved = run.extra.get("achieved_replay_ratio_learning")
@@ -480,6 +484,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if not args.no_tensorboard:
         tensorboard = Path(sys.executable).parent / "tensorboard"  # the one installed beside this Python
         print(f"curves in TensorBoard: {tensorboard if tensorboard.exists() else 'tensorboard'} --logdir {out}")
+    if s["env_steps"] == 0 and run.status == "completed":
+        print(f"dqnlab: error: nothing was trained: the budget{f' of {budget_s:g} s' if budget_s else ''} ended "
+              f"before the first env step (starting {run.workers} worker process{'es' if run.workers > 1 else ''} "
+              f"and what the scheme sets up took it); give it a larger budget (--minutes, --max-seconds)",
+              file=sys.stderr)
+        return 1
     return 130 if run.status == "interrupted" else 0
 
 

@@ -498,3 +498,40 @@ def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
     with Image.open(gif) as im:
         assert im.n_frames == game.moves + 1
     assert f"wrote {gif}: {game.moves + 1:,} frames" in capsys.readouterr().out
+
+
+def test_a_run_that_did_nothing_says_so_and_fails(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    import dqnlab.schemes
+
+    real = dqnlab.schemes.train
+
+    def nothing(*args, **kwargs):
+        """The run as it ends when its budget went by before the first env step (a slow start-up)."""
+        run = real(*args, **kwargs)
+        return dataclasses.replace(run, env_steps=0, updates=0, episodes=run.episodes.iloc[:0],
+                                   history=run.history.iloc[:1].assign(env_steps=0, updates=0))
+
+    monkeypatch.setattr(dqnlab.schemes, "train", nothing)
+    code, err = _main(["train", "--max-seconds", "2", "--preset", "mlp", "--hidden", "16", "--n-envs", "4",
+                       "--eval-games", "0", "--no-tensorboard", "--out", str(tmp_path / "run")], capsys)
+    (line,) = [line for line in err.splitlines() if line.startswith("dqnlab:")]  # one line, below the progress bar
+    assert code == 1 and "nothing was trained: the budget of 2 s ended before the first env step" in line
+    assert (tmp_path / "run" / "summary.json").is_file()  # what there is, is kept
+
+
+def test_start_up_that_took_a_tenth_of_the_budget_is_said(tmp_path, capsys):
+    from dqnlab.runtime.results import RunResult
+
+    code = main(["train", "--scheme", "independent", "--workers", "2", "--max-seconds", "3", "--preset", "mlp",
+                 "--hidden", "16", "--n-envs", "4", "--eval-games", "0", "--no-tensorboard",
+                 "--out", str(tmp_path / "run")])
+    run = RunResult.load(tmp_path / "run")
+    captured = capsys.readouterr()
+    if run.env_steps == 0:  # a machine so busy that starting the workers took the whole budget: said so
+        assert code == 1 and "nothing was trained" in captured.err
+    else:
+        assert code == 0 and run.start_up_s() > 0
+        assert ("s of the 3 s budget went by before the first report of an env step" in captured.out) == \
+            (run.start_up_s() > 0.3)

@@ -117,6 +117,16 @@ class RunResult:
         """Updates per second of wall time."""
         return self.updates / self.wall_time_s if self.wall_time_s > 0 else math.nan
 
+    def start_up_s(self) -> float | None:
+        """Seconds of wall time from the run's start to its first report that counted an env step: an upper
+        bound of its start-up (worker processes, the all-reduce group, shared memory, compiling). None if no
+        env step was made (or the history holds none)."""
+        h = self.history
+        if not len(h) or "env_steps" not in h:
+            return None
+        stepped = h["wall_time_s"][h["env_steps"] > 0]
+        return float(stepped.iloc[0]) if len(stepped) else None
+
     def summary(self) -> dict[str, Any]:
         """JSON-ready figures of the run (what ``summary.json`` holds).
 
