@@ -23,9 +23,10 @@ import os as _os
 # It only takes effect if torch is not imported yet; a value set by the user wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .agent import DQNAgent, QNetwork  # noqa: E402
-from .config import PRESETS, TrainConfig  # noqa: E402
-from .game import (  # noqa: E402
+from .agent import DQNAgent, QNetwork
+from .config import PRESETS, TrainConfig
+from .evaluation import EvalResult, RecordedGame, evaluate, play
+from .game import (
     Game2048,
     VecGame2048,
     board_from_tiles,
@@ -38,11 +39,10 @@ from .game import (  # noqa: E402
     register_env,
     spawn,
 )
-from .evaluation import EvalResult, RecordedGame, evaluate, play  # noqa: E402
-from .player import Player, load_player  # noqa: E402
-from .replay import Minibatch, ReplayBuffer  # noqa: E402
-from .runtime.results import RunResult  # noqa: E402
-from .schemes import SCHEMES, train  # noqa: E402
+from .player import Player, load_player
+from .replay import Minibatch, ReplayBuffer
+from .runtime.results import RunResult
+from .schemes import SCHEMES, train
 
 register_env()
 

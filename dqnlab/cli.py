@@ -548,7 +548,7 @@ def _scheme_options(args: argparse.Namespace, file_options: dict[str, Any]) -> d
         if applies is not None and not applies.holds(values) and (name in given or values[name] != spec.default):
             dep = takes[applies.name]
             where = _flag_name(spec) if name in given else f"{name} = {values[name]!r} (from --config)"
-            raise ValueError(f"{where} applies only with {applies.text(lambda n: dep.flag, str)}, "
+            raise ValueError(f"{where} applies only with {applies.text(lambda n: dep.flag, str)}, "  # noqa: B023 - called in this iteration
                              f"not {dep.flag} {values[applies.name]}")
     return {**from_file, **given}
 

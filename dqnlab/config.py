@@ -245,7 +245,7 @@ class TrainConfig:
 
     # ------------------------------------------------------------------
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "TrainConfig":
+    def preset(cls, name: str, **overrides: Any) -> TrainConfig:
         """Return the named preset (see :data:`PRESETS`), with ``overrides`` applied.
 
         Raises
@@ -257,7 +257,7 @@ class TrainConfig:
             raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
         return cls.from_dict({**PRESETS[name], **overrides})
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         """Return a copy with ``changes`` applied (validated like the constructor)."""
         return self.from_dict({**self.to_dict(), **changes})
 
@@ -270,7 +270,7 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """Build a config from :meth:`to_dict` output or keyword overrides.
 
         Raises

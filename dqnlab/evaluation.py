@@ -91,7 +91,7 @@ class EvalResult:
         max_tile_counts ({tile value: games}) and reach_512 / reach_1024 / reach_2048 / reach_4096."""
         tiles, counts = np.unique(self.max_tiles, return_counts=True)
         return {
-            "games": int(len(self.scores)), "score_mean": float(self.scores.mean()),
+            "games": len(self.scores), "score_mean": float(self.scores.mean()),
             "score_median": float(np.median(self.scores)), "score_std": float(self.scores.std()),
             "score_max": int(self.scores.max()), "moves_mean": float(self.moves.mean()),
             "max_tile_counts": {int(t): int(c) for t, c in zip(tiles, counts)},

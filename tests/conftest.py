@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 # Tests run beside other work on 2 cores; one intra-op thread avoids OpenMP spin contention.
 torch.set_num_threads(1)
 
-from dqnlab import TrainConfig, train  # noqa: E402
+from dqnlab import TrainConfig, train
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def dask_cluster():
     """A running scheduler with two one-thread worker processes, and their pids (skipped without dask)."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, silence_logs=logging.ERROR) as lc:
-        with distributed.Client(lc, set_as_default=False) as client:
-            pids = set(client.run(os.getpid).values())
-            yield lc.scheduler_address, client, pids
+                                  dashboard_address=None, silence_logs=logging.ERROR) as lc, \
+            distributed.Client(lc, set_as_default=False) as client:
+        pids = set(client.run(os.getpid).values())
+        yield lc.scheduler_address, client, pids

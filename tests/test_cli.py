@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from PIL import Image
 
 import dqnlab
@@ -28,7 +27,7 @@ def _main(args, capsys):
 
 def _cli(*args, timeout=120):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "dqnlab", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "dqnlab", *args], check=False, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
@@ -402,7 +401,7 @@ def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
 
 
 def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
-    import dqnlab.schemes.sharded as sharded
+    from dqnlab.schemes import sharded
 
     real = sharded.run
     monkeypatch.setattr(sharded, "run", lambda config, options, **kw: real(

@@ -3,17 +3,17 @@
 import numpy as np
 import pytest
 import torch
+from helpers import filled_buffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.game import legal_actions_batch, move_batch
 from dqnlab.agent.networks import CNNetwork, NTupleNetwork, QNetwork, make_network
 from dqnlab.config import NTUPLE_SETS
-from dqnlab.replay import Minibatch
+from dqnlab.game import legal_actions_batch, move_batch
 from dqnlab.game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS, transform_boards
-from helpers import filled_buffer
+from dqnlab.replay import Minibatch
 
 boards_strategy = st.lists(st.integers(0, 11), min_size=16, max_size=16).map(
     lambda cells: np.array(cells, dtype=np.uint8).reshape(4, 4))

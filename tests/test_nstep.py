@@ -68,7 +68,7 @@ def test_transitions_match_a_hand_computation(n):
                   int(out["steps"][j])) for j in range(len(out["actions"]))]
     expected = [tr for e in finished for tr in _by_hand(e, n)]
     # every transition of a finished game is out, as written by hand (games still running hold back at most n - 1)
-    key = lambda tr: (tr[0], tr[1], tr[3], tr[6])  # noqa: E731
+    key = lambda tr: (tr[0], tr[1], tr[3], tr[6])
     made_by_key = {key(tr): tr for tr in made}
     for tr in expected:
         got = made_by_key[key(tr)]
@@ -106,7 +106,7 @@ def _batch(steps_list, rng):
 
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_targets_bootstrap_with_gamma_to_the_steps(n):
-    agent, c = _agent(n_step=n)
+    agent, _config = _agent(n_step=n)
     steps = [min(n, 1 + i % n) for i in range(12)]  # full n-step transitions and shorter ones (game ends)
     batch = _batch(steps, np.random.default_rng(n))
     with torch.no_grad():

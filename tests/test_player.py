@@ -23,8 +23,8 @@ from dqnlab import (
     move,
     play,
 )
-from dqnlab.game import legal_actions_batch
 from dqnlab.agent.networks import make_network
+from dqnlab.game import legal_actions_batch
 from dqnlab.plots import animate
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_replay import _batch
 
 from dqnlab.replay import PrioritizedReplayBuffer, ReplayBuffer, SumTree, importance_weights
-
-from test_replay import _batch
 
 
 def test_sum_tree_sums_and_find():

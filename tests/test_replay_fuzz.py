@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FUZZ
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from dqnlab import ReplayBuffer
-from helpers import FUZZ
 
 
 # ----------------------------------------------------------------------------- replay buffer

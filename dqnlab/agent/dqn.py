@@ -25,9 +25,9 @@ from torch.optim import optimizer as _optim_module
 
 from ..config import TrainConfig
 from ..game.rules import move_batch_unchecked
-from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
-from ..replay import Minibatch
 from ..game.symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
+from ..replay import Minibatch
+from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
 
 __all__ = ["QNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "resolve_device", "transform_rewards", "afterstates", "N_EXPONENTS",
            "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]

@@ -20,6 +20,7 @@ References
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -139,7 +140,7 @@ class QNetwork(nn.Module):
         self._encode = _one_hot if encoding == "onehot" else _raw
         sizes = [N_CELLS * N_EXPONENTS if encoding == "onehot" else N_CELLS, *hidden]
         layers: list[nn.Module] = []
-        for a, b in zip(sizes[:-1], sizes[1:]):
+        for a, b in itertools.pairwise(sizes):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(sizes[-1], outputs))
         self.mlp = nn.Sequential(*layers)
@@ -241,7 +242,7 @@ class CNNetwork(nn.Module):
         self.ba, self.bb = nn.Conv2d(c, c, (1, 2)), nn.Conv2d(c, c, (2, 1))
         sizes = [c * (12 + 12 + 8 + 9 + 9 + 8), *hidden]
         layers: list[nn.Module] = []
-        for i, o in zip(sizes[:-1], sizes[1:]):
+        for i, o in itertools.pairwise(sizes):
             layers += [nn.Linear(i, o), nn.ReLU()]
         layers.append(nn.Linear(sizes[-1], outputs))
         self.head = nn.Sequential(*layers)

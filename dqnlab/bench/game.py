@@ -88,14 +88,14 @@ def bench_rules(boards: int = 16_384, repeats: int = 5, min_time: float = 0.2, s
             "core: move_batch (bitboards)": lambda s, i: bitboard.move_batch(cells[s], actions[s], out[s], points[s],
                                                                             changed[s]),
             "core: advance_batch (move, spawn, legal moves)": lambda s, i: bitboard.advance_batch(
-                cells[s].copy(), actions[s], rngs[i], out[s], points[s], changed[s], legal[s]),
+                cells[s].copy(), actions[s], rngs[i], out[s], points[s], changed[s], legal[s]),  # noqa: B023 - called in this iteration
         }
         with ThreadPoolExecutor(k) as pool:
             for what, kernel in kernels.items():
                 kernel(spans[0], 0)  # (compiled, or loaded from the cache, before timing)
 
                 def run(kernel: Callable[[slice, int], None] = kernel) -> None:
-                    list(pool.map(kernel, spans, range(k)))
+                    list(pool.map(kernel, spans, range(k)))  # noqa: B023 - called in this iteration
 
                 rows.append({"what": what, "threads": k, "boards": boards,
                              "moves_per_s": boards / median_time(run, repeats, min_time)})

@@ -6,6 +6,7 @@ timed before and after in interleaved pairs; :func:`update_flops` counts one upd
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -16,8 +17,8 @@ import numpy as np
 
 from ..agent.dqn import N_EXPONENTS, DQNAgent
 from ..config import TrainConfig
-from ..replay import Minibatch, ReplayBuffer
 from ..parallel.threads import torch_threads_set
+from ..replay import Minibatch, ReplayBuffer
 from .report import machine_info, md_machine, md_table
 from .timing import interleaved_times, median_time, work_clock
 from .update import agent_and_buffer, mlp_preset
@@ -51,7 +52,7 @@ def update_flops(config: TrainConfig, batch_size: int | None = None) -> dict[str
     """
     rows = config.batch_size if batch_size is None else batch_size
     sizes = [16 * N_EXPONENTS if config.encoding == "onehot" else 16, *config.hidden, 4]
-    layers = list(zip(sizes[:-1], sizes[1:]))
+    layers = list(itertools.pairwise(sizes))
     forward = rows * sum(2 * a * b + b for a, b in layers)
     backward = forward + rows * sum(2 * a * b for a, b in layers[1:])
     params = sum(a * b + b for a, b in layers)
@@ -372,14 +373,14 @@ def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None 
             plain = PlainUpdate(agent)
             fns: dict[str, Callable[[], Any]] = {
                 "matmul": lambda: torch.mm(mat_a, mat_b, out=mat_out),
-                "before: the update as first written": lambda: plain.update(batch),
-                "after: DQNAgent.update": lambda: agent.update(batch),
-                "after, with ReplayBuffer.sample": lambda: agent.update(buffer.sample(config.batch_size)),
+                "before: the update as first written": lambda: plain.update(batch),  # noqa: B023 - called in this iteration
+                "after: DQNAgent.update": lambda: agent.update(batch),  # noqa: B023 - called in this iteration
+                "after, with ReplayBuffer.sample": lambda: agent.update(buffer.sample(config.batch_size)),  # noqa: B023 - called in this iteration
             }
             compile_s = None
             if compile:
                 compiled, compile_s = _compiled_update(config, batch, seed)
-                fns["after, networks torch.compile-d"] = lambda: compiled.update(batch)
+                fns["after, networks torch.compile-d"] = lambda: compiled.update(batch)  # noqa: B023 - called in this iteration
             times = interleaved_times(fns, rounds, min_time, clock)
             peak = 2 * matmul_n ** 3 / times.pop("matmul") / 1e9
             flops = update_flops(config)

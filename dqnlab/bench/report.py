@@ -31,7 +31,7 @@ def machine_info() -> dict[str, Any]:
     return {
         "cpu": cpu, "logical_cores": os.cpu_count(), "load_average_1_5_15min": load,
         "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 

@@ -115,7 +115,7 @@ def sb3_dqn_settings(config: TrainConfig, total_env_steps: int) -> tuple[dict[st
         raise ValueError(f"replay_ratio {c.replay_ratio} with n_envs {c.n_envs} and batch_size {c.batch_size} "
                          "is not a whole number of updates per vectorised step (or steps per update)")
     if c.target_update:
-        target_interval, target_same = int(round(c.target_update * per_update)), True
+        target_interval, target_same = round(c.target_update * per_update), True
     else:
         target_interval, target_same = int(c.max_moves or 1_000), False
     if c.epsilon_decay_rate is None:

@@ -18,8 +18,8 @@ from .independent import independent_data, independent_figure
 from .learning import REPLAY_VARIANTS, learning_config, learning_data, learning_figure, replay_data
 from .reproduce import NOTEBOOKS, Notebook, reproduce
 from .serial import project_days, serial_data, serial_figure, user_play_moves
-from .shared import shared_data, shared_figure
 from .sharded import channels_table, sharded_data, sharded_figure
+from .shared import shared_data, shared_figure
 from .trials import Trial, greedy_at, greedy_curve, run_trial, summary_table
 
 __all__ = [

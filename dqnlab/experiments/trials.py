@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -64,10 +64,10 @@ class RunsProgress:
         """Say ``text`` beside the bar now (a step before the runs, such as starting the workers)."""
         self._bar.set_postfix_str(text)
 
-    def __enter__(self) -> RunsProgress:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._bar.close()
 
 

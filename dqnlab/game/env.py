@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import gymnasium
 import numpy as np
 from gymnasium import spaces
@@ -52,7 +54,7 @@ class Game2048(gymnasium.Env):
         If ``max_moves`` < 1 or ``render_mode`` is not supported.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, max_moves: int | None = None, invalid_move_reward: float = 0.0,
                  render_mode: str | None = None):

@@ -224,7 +224,7 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
     except BaseException:
         try:
             flush()  # keep the games finished since the last message
-        except Exception:  # the queue is gone too: the original error matters more
+        except Exception:  # noqa: BLE001, S110 - the queue is gone too: the original error matters more
             pass
         raise
     flush(done=True, state=state() if checkpointing else None)

@@ -42,7 +42,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlparse
 
 import numpy as np
@@ -498,7 +498,7 @@ class AllReduceGroup:
         self._states_asked = 0
 
     # ------------------------------------------------------------------ start and stop
-    def __enter__(self) -> "AllReduceGroup":
+    def __enter__(self) -> Self:
         if self.workers == 1:
             return self
         timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
@@ -531,7 +531,7 @@ class AllReduceGroup:
             raise self._failure(e) from e
         self.joined = True
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:

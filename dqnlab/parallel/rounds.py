@@ -88,7 +88,7 @@ def train_step_task(worker: int, workers: int, parent_pid: int, config: TrainCon
         with parent_handles_sigint(parent_pid):
             return _train_step(worker, workers, parent_pid, config, state, boards, actions, targets,
                                update, fault, grad_norm, weights)
-    except Exception as e:  # reported to the parent, which raises WorkerError
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which raises WorkerError
         return {"ok": False, "message": describe(e), "traceback": traceback.format_exc()}
 
 

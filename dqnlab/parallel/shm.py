@@ -19,7 +19,7 @@ import gc
 import os
 import sys
 from multiprocessing import resource_tracker, shared_memory
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ class _PrivateBlock:
     """A block in this process's own memory with the face of a ``SharedMemory`` (``name``, ``buf``, ``close``,
     ``unlink``), for :meth:`SharedArrays.create` with ``private=True``."""
 
-    blocks: dict[str, "_PrivateBlock"] = {}
+    blocks: ClassVar[dict[str, _PrivateBlock]] = {}
 
     def __init__(self, size: int):
         self.buf = memoryview(core_memory.zeros((size,), np.uint8))
@@ -78,7 +78,7 @@ class SharedArrays:
                            for s, d in spec.values()))
 
     @classmethod
-    def create(cls, spec: Spec, private: bool = False) -> "SharedArrays":
+    def create(cls, spec: Spec, private: bool = False) -> SharedArrays:
         """A new zeroed block holding the arrays of ``spec`` (this process owns it and must :meth:`unlink` it).
 
         ``private``: in this process's own memory, on huge pages where the OS offers them
@@ -100,7 +100,7 @@ class SharedArrays:
         return self.shm.name, self.spec
 
     @classmethod
-    def attach(cls, handle: tuple[str, Spec]) -> "SharedArrays":
+    def attach(cls, handle: tuple[str, Spec]) -> SharedArrays:
         """Open a block created elsewhere, without registering it with this process's
         resource tracker (which would otherwise unlink it when the worker exits)."""
         name, spec = handle
@@ -203,7 +203,7 @@ class _Segment(ReplayBuffer):
     (those of a resumed run among them).
     """
 
-    def __init__(self, arrays: "SharedArrays", worker: int, lo: int, cap: int):
+    def __init__(self, arrays: SharedArrays, worker: int, lo: int, cap: int):
         self.capacity, self.added = cap, 0
         self.arrays = {name: arrays[name][lo:lo + cap] for name in FIELDS}
         self._pos, self._size = arrays["seg_pos"][worker:worker + 1], arrays["seg_size"][worker:worker + 1]
@@ -526,11 +526,11 @@ class FileLock:
 
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> Self:
         self.acquire()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def close(self) -> None:

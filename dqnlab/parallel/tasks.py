@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.managers import SyncManager
-from typing import Any
+from typing import Any, Self
 
 import joblib
 
@@ -170,7 +170,7 @@ def _task_main(fn: Callable[..., None], worker: int, workers: int, parent_pid: i
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
         try:
             inbox.put(Failed(worker, describe(e), traceback.format_exc()))
-        except Exception:  # the parent is gone; nothing more to do
+        except Exception:  # noqa: BLE001, S110 - the parent is gone; nothing more to do
             pass
     return worker
 
@@ -190,7 +190,7 @@ def _spare_task(parent_pid: int, outbox: Any) -> None:
             except queue.Empty:
                 if not _alive(parent_pid):
                     return
-            except Exception:  # the manager is gone with the parent's group
+            except Exception:  # noqa: BLE001 - the manager is gone with the parent's group
                 return
 
 
@@ -248,7 +248,7 @@ class TaskGroup:
         #: Notices which worker process dies first (to name it if the pool breaks).
         self.watch = DeathWatch()
 
-    def __enter__(self) -> "TaskGroup":
+    def __enter__(self) -> Self:
         from .dask import task_transport
 
         # On a Dask cluster (joblib's active backend), queues through its scheduler: see cluster.py.
@@ -282,7 +282,7 @@ class TaskGroup:
                                  backend=self.backend) as parallel:
                 try:
                     slots = parallel._effective_n_jobs()
-                except Exception:  # private joblib API: if it is gone, trust the backend
+                except Exception:  # noqa: BLE001 - private joblib API: if it is gone, trust the backend
                     slots = self.workers
                 if slots < self.workers:
                     raise RuntimeError(f"the joblib backend runs {slots} tasks at once; "
@@ -311,7 +311,7 @@ class TaskGroup:
         """Put order ``msg`` on ``worker``'s queue (nothing if the worker is gone with its queue)."""
         try:
             self.outboxes[worker].put(msg)
-        except Exception:  # the worker is gone with its queue; nothing to tell it
+        except Exception:  # noqa: BLE001, S110 - the worker is gone with its queue; nothing to tell it
             pass
 
     def stop(self) -> None:
@@ -322,10 +322,10 @@ class TaskGroup:
         for q in self.spares:
             try:
                 q.put(Stop())
-            except Exception:  # the manager is gone
+            except Exception:  # noqa: BLE001, S110 - the manager is gone
                 pass
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self, grace_s: float = 20.0) -> None:
@@ -346,7 +346,7 @@ class TaskGroup:
         if self.manager is not None:
             try:
                 self.manager.shutdown()
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 - the manager is gone already
                 pass
             self.manager = None
         self.watch.close()
@@ -357,7 +357,7 @@ def _kill_loky_pool() -> None:
         from joblib.externals.loky import get_reusable_executor
 
         get_reusable_executor().shutdown(wait=False, kill_workers=True)
-    except Exception:
+    except Exception:  # noqa: BLE001, S110 - loky is gone already
         pass
 
 

@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 import joblib
 import torch
@@ -79,11 +79,11 @@ class parent_handles_sigint:
                        and threading.current_thread() is threading.main_thread())
         self.previous: Any = None
 
-    def __enter__(self) -> "parent_handles_sigint":
+    def __enter__(self) -> Self:
         if self.active:
             self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.active and self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)

@@ -140,7 +140,7 @@ def load_checkpoint(directory: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"resume: {str(d)!r} is not a dqnlab run directory (no {CHECKPOINT_FILE})")
     try:
         raw = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated, not a torch file, or holding objects other than data
+    except Exception as e:  # noqa: BLE001 - truncated, not a torch file, or holding objects other than data
         raise ValueError(f"resume: {str(path)!r} is not a readable dqnlab checkpoint "
                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
     if not isinstance(raw, dict) or raw.get("format") != _FORMAT:

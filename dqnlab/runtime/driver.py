@@ -121,7 +121,7 @@ class RunClock:
     max_seconds: float | None
 
     @classmethod
-    def of(cls, loop: RunLoop) -> "RunClock":
+    def of(cls, loop: RunLoop) -> RunClock:
         """The clock of ``loop``'s run."""
         return cls(time.time() - (time.perf_counter() - loop.t0), loop.config.max_seconds)
 

@@ -144,7 +144,7 @@ class RunResult:
         return {
             "format_version": FORMAT_VERSION, "scheme": self.scheme, "workers": self.workers,
             "status": self.status, "env_steps": int(self.env_steps), "updates": int(self.updates),
-            "episodes": int(len(self.episodes)), "wall_time_s": num(self.wall_time_s),
+            "episodes": len(self.episodes), "wall_time_s": num(self.wall_time_s),
             "env_steps_per_s": num(self.env_steps_per_s), "updates_per_s": num(self.updates_per_s),
             "time_split": {k: float(v) for k, v in self.time_split.items()},
             "time_fraction": {k: (float(v) / total if total > 0 else None) for k, v in self.time_split.items()},
@@ -194,7 +194,7 @@ class RunResult:
         return d
 
     @classmethod
-    def load(cls, directory: str | os.PathLike) -> "RunResult":
+    def load(cls, directory: str | os.PathLike) -> RunResult:
         """Read a run written by :meth:`save`.
 
         Raises

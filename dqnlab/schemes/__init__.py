@@ -22,7 +22,7 @@ from ..runtime.checkpoint import Checkpointer, check_checkpoint_every, prepare_r
 from ..runtime.errors import DivergedError, WorkerError
 from ..runtime.loop import deferred_interrupt
 from ..runtime.results import RunResult
-from . import actors, averaged, independent, serial, shared, sharded
+from . import actors, averaged, independent, serial, sharded, shared
 
 __all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES", "DEVICE_SCHEMES"]
 

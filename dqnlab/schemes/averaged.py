@@ -34,8 +34,8 @@ transition's span.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,11 +43,11 @@ import torch
 
 from ..config import TrainConfig
 from ..options import SchemeOptions, option, when
-from ..replay import Minibatch
-from ..runtime.results import RunResult
-from ..runtime.learner import Learner
 from ..parallel import allreduce
 from ..parallel.rounds import comm_option, run_rounds
+from ..replay import Minibatch
+from ..runtime.learner import Learner
+from ..runtime.results import RunResult
 
 __all__ = ["Options", "Replica", "run", "draw_minibatches"]
 

@@ -35,20 +35,20 @@ carry each transition's span (joblib: the parent computes the targets).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-
 from ..config import TrainConfig
 from ..options import SchemeOptions
-from ..replay import Minibatch
-from ..runtime.results import RunResult
-from ..runtime.learner import Learner
 from ..parallel import allreduce
 from ..parallel.rounds import comm_option, run_rounds
+from ..replay import Minibatch
+from ..runtime.learner import Learner
+from ..runtime.results import RunResult
 
 __all__ = ["Options", "Replica", "run", "shard"]
 
@@ -80,7 +80,7 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
         raise ValueError(f"cannot split a minibatch of {b} transitions into {k} shards: batch_size must be >= workers")
     bounds = np.cumsum([0] + [b // k + (1 if i < b % k else 0) for i in range(k)])
     shards = [Minibatch(*(None if field is None else field[lo:hi] for field in batch))
-              for lo, hi in zip(bounds[:-1], bounds[1:])]
+              for lo, hi in itertools.pairwise(bounds)]
     return shards, np.diff(bounds).astype(np.int64)
 
 

@@ -75,7 +75,7 @@ _REPORT_SLACK_S = 0.5
 _clock = time.perf_counter
 
 _ACTIVE_LOCK = threading.Lock()
-_ACTIVE: "ControlPanel | None" = None  # the panel whose run is going on (one run at a time)
+_ACTIVE: ControlPanel | None = None  # the panel whose run is going on (one run at a time)
 
 
 # ---------------------------------------------------------------------------------- options
@@ -219,6 +219,7 @@ class ControlPanel:
                  **options: Any):
         declared = scheme_options(scheme)  # raises ValueError for an unknown scheme
         import matplotlib.pyplot  # noqa: F401 - import it here, not first in the training thread
+
         from ..schemes import SCHEMES
 
         check_names(SCHEMES[scheme].Options, options, f"scheme {scheme!r}")
@@ -387,7 +388,7 @@ class ControlPanel:
         return {"workers": int(self.workers.value), "batch_size": int(self.batch_size.value),
                 "budget_s": float(self._read("budget_s")), "seed": int(self._read("seed")), **values}
 
-    def set(self, **values: Any) -> "ControlPanel":
+    def set(self, **values: Any) -> ControlPanel:
         """Set controls by name (``workers``, ``batch_size``, ``budget_s``, ``seed`` or an
         option); returns the panel. A text box takes any value as its text (a value it cannot
         read is said under the controls and refused by Run). Raises ValueError for an unknown
@@ -408,7 +409,7 @@ class ControlPanel:
                     self._text_specs[name].to_text(value)
             try:
                 w.value = value
-            except Exception as e:  # traitlets.TraitError and friends
+            except Exception as e:  # noqa: BLE001 - traitlets.TraitError and friends
                 raise ValueError(f"{name}: {e}") from None
         return self
 

@@ -3,11 +3,11 @@ import copy
 import numpy as np
 import pytest
 import torch
+from helpers import filled_buffer
 
 from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
 from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH, transform_rewards
 from dqnlab.game import legal_actions_batch
-from helpers import filled_buffer
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from helpers import filled_buffer
 from torch import nn
 from torch.nn import functional as F
 
 from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
 from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH, _adam, _clip_grad_norm, _optimizer_step
 from dqnlab.bench.learner import PlainUpdate, bench_learner, learner_markdown, update_flops
-from helpers import filled_buffer
 
 
 def _boards(n, seed=0):

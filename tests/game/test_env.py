@@ -6,11 +6,11 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from helpers import ALMOST_OVER, NO_LEFT_MOVE
 
 from dqnlab.game.board import board_to_tiles, max_tile
 from dqnlab.game.env import Game2048, register_env
 from dqnlab.game.rules import LEFT, is_game_over, legal_actions
-from helpers import ALMOST_OVER, NO_LEFT_MOVE
 
 
 @pytest.mark.parametrize("kwargs", [{"max_moves": 0}, {"render_mode": "human"}])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import FUZZ
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -25,7 +26,6 @@ from dqnlab.game import (
     move,
     move_batch,
 )
-from helpers import FUZZ
 
 DTYPES = [np.uint8, np.int8, np.int16, np.int64, np.uint16, np.uint64, np.float32, np.float64, np.bool_]
 
@@ -179,7 +179,7 @@ def test_gymnasium_env_rejects_bad_actions_and_goes_on(actions):
                 env.step(action)
             assert np.array_equal(env._board, board) and env._score == score  # nothing happened
             continue
-        obs, reward, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, truncated, _info = env.step(action)
         assert _is_board(np.asarray(obs), 2) and reward >= 0
         if terminated or truncated:
             env.reset()

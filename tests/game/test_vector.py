@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from helpers import ALMOST_OVER, NO_LEFT_MOVE
 
 from dqnlab.game.board import board_to_tiles, max_tile
 from dqnlab.game.rules import LEFT, RIGHT, is_game_over, is_game_over_batch, legal_actions_batch, move_batch
 from dqnlab.game.vector import VecGame2048
-from helpers import ALMOST_OVER, NO_LEFT_MOVE
 
 
 @pytest.mark.parametrize("kwargs", [{"n_envs": 0}, {"n_envs": 2, "max_moves": 0}])

@@ -9,11 +9,17 @@ import pytest
 from helpers import assert_priorities, filled_learner, max_diff, unequal_priorities
 
 import dqnlab
-from dqnlab.runtime.errors import WorkerError
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.parallel.allreduce import (COLLECTIVE_TIMEOUT_S, AllReduceGroup, _HEADER, pack_minibatch, shipped_columns,
-                                       unpack_minibatch)
+from dqnlab.parallel.allreduce import (
+    _HEADER,
+    COLLECTIVE_TIMEOUT_S,
+    AllReduceGroup,
+    pack_minibatch,
+    shipped_columns,
+    unpack_minibatch,
+)
 from dqnlab.parallel.weights import average_weights
+from dqnlab.runtime.errors import WorkerError
 from dqnlab.schemes import averaged, sharded
 
 

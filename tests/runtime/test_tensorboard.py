@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import filled_buffer
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import dqnlab
@@ -20,7 +21,6 @@ from dqnlab import DQNAgent, TrainConfig
 from dqnlab.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dqnlab.runtime.loop import DIAGNOSTICS
 from dqnlab.runtime.results import episodes_frame
-from helpers import filled_buffer
 
 #: Tags every run with updates writes (per worker ones come on top).
 RUN_TAGS = {"rollout/ep_score_mean", "rollout/max_tile", "train/loss", "train/q_max_mean", "train/epsilon",

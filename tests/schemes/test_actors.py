@@ -5,6 +5,7 @@ Tiny budgets (a 32-unit network, a few thousand env steps); no test asserts a sp
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -29,7 +30,7 @@ def cfg() -> TrainConfig:
 def test_apex_epsilons_spread_from_eps_to_eps_to_the_1_plus_alpha():
     eps = apex_epsilons(8)
     assert eps[0] == pytest.approx(0.4) and eps[-1] == pytest.approx(0.4 ** 8)
-    assert all(a > b for a, b in zip(eps, eps[1:], strict=False))
+    assert all(a > b for a, b in itertools.pairwise(eps))
     assert eps[3] == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
     assert apex_epsilons(1) == [pytest.approx(0.4)]
     assert apex_epsilons(2, epsilon=0.5, alpha=1.0) == [pytest.approx(0.5), pytest.approx(0.25)]

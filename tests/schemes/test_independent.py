@@ -38,7 +38,7 @@ def test_combine_weights_per_schedule():
 # ----------------------------------------------------------------------------- sync schedules
 def test_periodic_schedule_fires_at_every_multiple_even_across_jumps():
     s = SyncSchedule("periodic", sync_every=10)
-    fired = [u for u in range(0, 101) if s.check(u, 0.5)]
+    fired = [u for u in range(101) if s.check(u, 0.5)]
     assert fired == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
     s = SyncSchedule("periodic", sync_every=10)
     assert [s.check(u, 0.5) for u in (9, 12, 15, 31, 33)] == [None, (1, True), None, (3, True), None]

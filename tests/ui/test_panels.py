@@ -13,12 +13,12 @@ import pytest
 
 ipywidgets = pytest.importorskip("ipywidgets")
 
-import dqnlab  # noqa: E402
-from dqnlab.ui import panels  # noqa: E402
-from dqnlab.experiments.budgets import explore_config  # noqa: E402
-from dqnlab.plots import LiveFigure  # noqa: E402
-from dqnlab.options import SchemeOptions, option, unless, when  # noqa: E402
-from dqnlab.schemes import serial  # noqa: E402
+import dqnlab
+from dqnlab.experiments.budgets import explore_config
+from dqnlab.options import SchemeOptions, option, unless, when
+from dqnlab.plots import LiveFigure
+from dqnlab.schemes import serial
+from dqnlab.ui import panels
 
 
 @dataclass(frozen=True)
@@ -392,7 +392,7 @@ def test_live_figure_scales_speed_to_the_steady_rate_and_marks_the_warm_up():
     (band,) = live.ax_speed.patches  # 0 s to the last report without updates, its rate (off the scale) said below
     assert band.get_x() == 0 and band.get_width() == 5
     assert live.ax_speed.get_xlabel() == "wall time (s); grey: warm-up"
-    assert "warm-up peak 10,000/s" in [t.get_text() for t in live.ax_speed.texts][0]  # said inside, at the top
+    assert "warm-up peak 10,000/s" in next(t.get_text() for t in live.ax_speed.texts)  # said inside, at the top
     assert 100 <= live.ax_updates.get_ylim()[1] < 200
     assert live.ax_speed.get_legend() is None  # the axis labels say which line is which: nothing covers the lines
     assert live.ax_speed.get_ylabel() == "env steps / s (solid)" and live.ax_updates.get_ylabel() == "updates / s (dashed)"
