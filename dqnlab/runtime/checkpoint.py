@@ -41,8 +41,9 @@ What each scheme saves, and how exactly it resumes:
   timing-dependent as any overlapped run otherwise.
 
 The checkpoint is a :func:`torch.save` file holding only tensors, numbers, strings,
-lists and dicts (NumPy arrays are stored as tensors), so it loads with
-``torch.load(weights_only=True)``: opening a checkpoint runs no code from it.
+lists and dicts (NumPy arrays are stored as tensors; a large array or tensor that is mostly
+zeros, such as a young n-tuple table, as the flat indices and values of its non-zero entries),
+so it loads with ``torch.load(weights_only=True)``: opening a checkpoint runs no code from it.
 """
 
 from __future__ import annotations
@@ -62,26 +63,59 @@ import torch
 from ..config import TrainConfig
 from .results import atomic_write
 
-__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "READABLE_VERSIONS", "SPARSE_MIN_SIZE", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
            "load_checkpoint", "prepare_resume", "check_checkpoint_every"]
 
 #: Name of the checkpoint file in a run directory.
 CHECKPOINT_FILE = "checkpoint.pt"
-#: Version of the checkpoint format; :func:`load_checkpoint` reads only this one.
-CHECKPOINT_VERSION = 1
+#: Version of the checkpoint format that is written; :func:`load_checkpoint` reads it and
+#: :data:`READABLE_VERSIONS`. Version 2 stores large, mostly-zero arrays by their non-zero entries.
+CHECKPOINT_VERSION = 2
+#: Checkpoint versions this dqnlab reads (1: every array dense).
+READABLE_VERSIONS = (1, 2)
+#: Arrays (and tensors) of at least this many elements are stored as their non-zero entries (flat indices and
+#: values) where that takes under half their bytes: a young n-tuple table is mostly its unseen features' zeros.
+SPARSE_MIN_SIZE = 1 << 20
 #: Config fields a resumed run may change: the budget (both count the whole run).
 BUDGET_FIELDS = ("total_env_steps", "max_seconds")
 _FORMAT = "dqnlab-checkpoint"
 _NDARRAY = "__ndarray__"
+_SPARSE = "__sparse__"
 
 
 # ----------------------------------------------------------------------------- encoding
+def _sparse(a: np.ndarray, tensor: bool) -> dict[str, Any] | None:
+    """``a`` as its non-zero entries, tagged (``tensor``: it decodes to a tensor), or None where dense is
+    as small. Zero means all bits zero, so -0.0 and NaN payloads come back as they were."""
+    if a.size < SPARSE_MIN_SIZE or a.dtype.kind not in "fiu":
+        return None
+    flat = np.ascontiguousarray(a).reshape(-1)
+    index = np.flatnonzero(flat.view(f"u{flat.itemsize}"))
+    index = index.astype(np.int32) if flat.size < 2**31 else index
+    if index.nbytes + index.size * flat.itemsize >= flat.nbytes // 2:
+        return None
+    return {_SPARSE: {"shape": list(a.shape), "tensor": tensor, "index": torch.from_numpy(index),
+                      "values": torch.from_numpy(flat[index])}}
+
+
+def _dense(tag: dict[str, Any]) -> Any:
+    """The array (or tensor) of a :func:`_sparse` tag."""
+    values = tag["values"].numpy()
+    out = np.zeros(int(np.prod(tag["shape"])), dtype=values.dtype)
+    out[tag["index"].numpy()] = values
+    out = out.reshape(tag["shape"])
+    return torch.from_numpy(out) if tag["tensor"] else out
+
+
 def _encode(obj: Any) -> Any:
-    """``obj`` with NumPy arrays as tagged tensors and NumPy scalars as Python numbers."""
+    """``obj`` with NumPy arrays as tagged tensors (large, mostly-zero ones as their non-zero entries) and
+    NumPy scalars as Python numbers."""
     if isinstance(obj, np.ndarray):
-        return {_NDARRAY: torch.from_numpy(np.array(obj, copy=True, order="C"))}
+        return _sparse(obj, tensor=False) or {_NDARRAY: torch.from_numpy(np.array(obj, copy=True, order="C"))}
     if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
+        t = obj.detach()
+        return (_sparse(t.numpy(), tensor=True) if t.device.type == "cpu" and not t.is_sparse else None) \
+            or t.clone()
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, Mapping):
@@ -97,6 +131,8 @@ def _decode(obj: Any) -> Any:
     if isinstance(obj, dict):
         if len(obj) == 1 and _NDARRAY in obj:
             return obj[_NDARRAY].numpy()
+        if len(obj) == 1 and _SPARSE in obj:
+            return _dense(obj[_SPARSE])
         return {k: _decode(v) for k, v in obj.items()}
     if isinstance(obj, tuple):
         return tuple(_decode(v) for v in obj)
@@ -145,9 +181,9 @@ def load_checkpoint(directory: str | os.PathLike) -> dict[str, Any]:
                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
     if not isinstance(raw, dict) or raw.get("format") != _FORMAT:
         raise ValueError(f"resume: {str(path)!r} is not a dqnlab checkpoint")
-    if raw.get("version") != CHECKPOINT_VERSION:
+    if raw.get("version") not in READABLE_VERSIONS:
         raise ValueError(f"resume: {str(path)!r} has checkpoint format version {raw.get('version')!r}; "
-                         f"this dqnlab reads version {CHECKPOINT_VERSION}")
+                         f"this dqnlab reads versions {', '.join(map(str, READABLE_VERSIONS))}")
     return _decode(raw)
 
 

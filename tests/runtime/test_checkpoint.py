@@ -257,6 +257,38 @@ def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, monkeypat
     np.testing.assert_array_equal(load_checkpoint(tmp_path)["x"], np.arange(3))
 
 
+def test_large_mostly_zero_tables_are_stored_by_their_non_zero_entries_and_come_back_bit_exact(tmp_path):
+    from dqnlab.runtime.checkpoint import SPARSE_MIN_SIZE
+
+    rng = np.random.default_rng(0)
+    table = np.zeros(4 * SPARSE_MIN_SIZE, np.float32)  # an n-tuple table that has seen a few features
+    seen = rng.choice(table.size, table.size // 20, replace=False)
+    table[seen] = rng.normal(size=seen.size).astype(np.float32)
+    table[seen[:3]] = [-0.0, np.nan, np.inf]  # every bit pattern comes back
+    dense = rng.normal(size=SPARSE_MIN_SIZE).astype(np.float32)  # mostly non-zero: stays dense
+    small = np.zeros(10, np.int64)
+    payload = {"format": "dqnlab-checkpoint", "version": CHECKPOINT_VERSION, "table": table,
+               "weight": torch.from_numpy(table.reshape(4, -1)), "dense": dense, "small": small}
+    path = save_checkpoint(tmp_path, payload)
+    assert path.stat().st_size < (table.nbytes + dense.nbytes) * 0.4  # the table at about 10% of its bytes
+    ck = load_checkpoint(tmp_path)
+    assert ck["table"].view(np.uint32).tolist() == table.view(np.uint32).tolist()
+    assert isinstance(ck["weight"], torch.Tensor) and ck["weight"].shape == (4, SPARSE_MIN_SIZE)
+    assert ck["weight"].numpy().view(np.uint32).tolist() == table.reshape(4, -1).view(np.uint32).tolist()
+    np.testing.assert_array_equal(ck["dense"], dense)
+    assert ck["small"].dtype == np.int64 and ck["table"].flags.writeable
+    raw = torch.load(path, weights_only=True)  # still plain data
+    assert "__sparse__" in raw["table"] and "__ndarray__" in raw["dense"]
+
+
+def test_checkpoints_of_the_first_format_still_load(tmp_path):
+    from dqnlab.runtime.checkpoint import _encode
+
+    old = _encode({"format": "dqnlab-checkpoint", "version": 1, "x": np.arange(3)})
+    torch.save(old, tmp_path / CHECKPOINT_FILE)
+    np.testing.assert_array_equal(load_checkpoint(tmp_path)["x"], np.arange(3))
+
+
 # ----------------------------------------------------------------------------- divergence
 def test_divergence_names_the_update_and_keeps_the_last_good_checkpoint(cfg, tmp_path, monkeypatch):
     first = dqnlab.train("serial", cfg.replace(total_env_steps=1_000), progress=False, run_dir=tmp_path)
