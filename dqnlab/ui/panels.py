@@ -67,7 +67,6 @@ __all__ = ["control_panel", "learning_panel", "ControlPanel", "scheme_panel", "S
 BATCH_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 #: Schemes that always run one process (no worker slider).
 _SINGLE_PROCESS = {"serial"}
-_STYLE = {"description_width": "initial"}
 #: Seconds a progress report may come early and still redraw the figure: runs report about
 #: once a second, so a draw every ``redraw_every_s`` (2 s) needs every second report to count.
 _REPORT_SLACK_S = 0.5
