@@ -482,12 +482,18 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
     stop_deadline = math.inf
     busy = False
     barrier: dict[str, Any] | None = None  # the checkpoint being gathered
+    dead_since: float | None = None  # when a watched worker process was seen to end before saying goodbye
     while len(group.exited) < group.workers:
         try:
             alive = group.alive  # before reading: a worker may post its last message, then end
             msg = group.get(0.0 if busy else 0.1)
             busy = coordinator.has_work and msg is not None  # drain waiting messages before working
             if isinstance(msg, Hello):
+                if msg.worker in group.pids:  # a backend (Dask) ran the task again after its process died:
+                    if error is None:  # its fresh start is not the worker's progress
+                        error = (msg.worker, f"its process (pid {group.pids[msg.worker]}) ended and the backend "
+                                             f"started the task again (pid {msg.pid} on {msg.host}), from scratch", "")
+                    break  # as when a pool's call ends with a process gone: the others may wait for it
                 group.pids[msg.worker] = msg.pid
                 if msg.host == socket.gethostname():  # a process of this machine
                     group.watch.add(msg.worker, msg.pid)
@@ -520,6 +526,16 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
                 barrier = _checkpoint_barrier(group, loop, coordinator, barrier, stopping)
             if coordinator.has_work and msg is None and not stopping:
                 busy = coordinator.work()
+            # A watched process ended before its worker said goodbye. A pool (loky) then ends its call, which
+            # names the cause (above); a backend that runs the task again (Dask) does not: end the run here.
+            dead = group.watch.first
+            if dead is not None and dead[0] not in group.exited and dead_since is None:
+                dead_since = now
+            if dead_since is not None and now - dead_since > DEATH_GRACE_S and msg is None:
+                if error is None:
+                    missing = sorted(set(range(group.workers)) - group.exited)
+                    error = _death_error(group, missing, "exit status unknown: not a child of this process")
+                break  # as when a pool's call ends with a process gone: the others may wait for it
             if not alive and msg is None and len(group.exited) < group.workers:
                 # The pool's call ended without every worker saying goodbye: a process died.
                 missing = sorted(set(range(group.workers)) - group.exited)
@@ -543,6 +559,11 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
     loop.record(coordinator.progress())
     if error is not None:
         raise TaskFailed(*error)
+
+
+#: Seconds a pool may take to end its call after one of its worker processes died, before the run ends
+#: without it (a backend that runs the lost task again never ends the call).
+DEATH_GRACE_S = 3.0
 
 
 def _death_error(group: TaskGroup, missing: list[int], cause: str) -> tuple[int | None, str, str]:

@@ -16,6 +16,7 @@ import pytest
 import dqnlab
 from dqnlab import TrainConfig
 from dqnlab.parallel import dask as cluster
+from dqnlab.schemes import WorkerError
 
 distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
@@ -147,3 +148,33 @@ def test_ntuple_afterstate_learners_run_on_an_existing_scheduler(scheme, dask_cl
     options = {"sync_every": 20} if scheme == "independent" else {"weights_every": 10}
     run = dqnlab.train(scheme, config, workers=2, progress=False, backend="dask", dask_scheduler=address, **options)
     assert run.status == "completed" and run.updates > 0 and abs(run.weights["weight"]).max() > 0
+
+
+# ----------------------------------------------------------------------------- faults
+def test_a_killed_dask_worker_ends_the_run_naming_it_even_though_dask_reruns_its_task(cfg):
+    """Dask's nanny restarts a killed worker and Dask runs the lost task again, from scratch: the run must
+    not take the fresh start for the learner's progress and end "completed"."""
+    import os
+    import signal
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, silence_logs=logging.ERROR) as lc, \
+            distributed.Client(lc, set_as_default=False) as client:
+        victim = sorted(set(client.run(os.getpid).values()))[1]
+        killed = []
+
+        def kill_once(snapshot):
+            if snapshot.env_steps > 0 and not killed:
+                os.kill(victim, signal.SIGKILL)  # as the OOM killer would
+                killed.append(time.perf_counter())
+            return False
+
+        config = cfg.replace(total_env_steps=None, max_seconds=60.0)
+        with pytest.raises(WorkerError) as raised:
+            dqnlab.train("independent", config, workers=2, progress=False, backend="dask",
+                         dask_scheduler=lc.scheduler_address, callback=kill_once)
+    waited = time.perf_counter() - killed[0]
+    err = raised.value
+    assert waited < 15, waited  # not the budget's end, nor gloo's or any other 60 s
+    assert f"pid {victim}" in err.message and ("died" in err.message or "started the task again" in err.message)
+    assert err.partial is not None and err.partial.env_steps > 0  # what was gathered is kept
