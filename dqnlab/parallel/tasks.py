@@ -534,7 +534,7 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
             if dead_since is not None and now - dead_since > DEATH_GRACE_S and msg is None:
                 if error is None:
                     missing = sorted(set(range(group.workers)) - group.exited)
-                    error = _death_error(group, missing, "exit status unknown: not a child of this process")
+                    error = _death_error(group, missing, "its exit status could not be read here")
                 break  # as when a pool's call ends with a process gone: the others may wait for it
             if not alive and msg is None and len(group.exited) < group.workers:
                 # The pool's call ended without every worker saying goodbye: a process died.

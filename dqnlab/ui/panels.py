@@ -268,20 +268,18 @@ class ControlPanel:
         self.labels: dict[str, str] = {"workers": "workers", "batch_size": "batch size", "budget_s": "budget (s)",
                                        "seed": "seed", "network": "network", "afterstate": "afterstates",
                                        "augment_symmetry": "symmetry augmentation"}
+        docs = {"workers": f"Worker processes (threads where the scheme runs threads); {cores} CPU cores here.",
+                "batch_size": fields["batch_size"].doc, "seed": fields["seed"].doc,
+                "budget_s": "Wall-clock seconds the run may take, from its start (after the panel has compiled "
+                            "the core and started the workers).",
+                "network": fields["network"].doc + " Each run starts from that family's preset."}
         self._shown_as: dict[str, W.Widget] = {
-            "workers": _labelled(self.workers, "workers", f"Worker processes (threads where the scheme runs "
-                                                          f"threads); {cores} CPU cores here."),
-            "batch_size": _labelled(self.batch_size, "batch size", fields["batch_size"].doc),
-            "budget_s": _labelled(self.budget_s, "budget (s)",
-                                  "Wall-clock seconds the run may take, from its start (after the panel has "
-                                  "compiled the core and started the workers)."),
-            "seed": _labelled(self.seed, "seed", fields["seed"].doc),
-            "network": _labelled(self.network, "network",
-                                 fields["network"].doc + " Each run starts from that family's preset.")}
-        self.afterstate, self._shown_as["afterstate"] = _checkbox("afterstates", fields["afterstate"].doc,
-                                                                  self.config.afterstate)
+            name: _labelled(getattr(self, name), self.labels[name], doc) for name, doc in docs.items()}
+        self.afterstate, self._shown_as["afterstate"] = _checkbox(
+            self.labels["afterstate"], fields["afterstate"].doc, self.config.afterstate)
         self.augment_symmetry, self._shown_as["augment_symmetry"] = _checkbox(
-            "symmetry augmentation", fields["augment_symmetry"].doc, self.config.augment_symmetry)
+            self.labels["augment_symmetry"], fields["augment_symmetry"].doc, self.config.augment_symmetry)
+        self.check = W.HTML(layout=W.Layout(display="none"))
         self.network.observe(lambda _change: self._update_visibility(), names="value")
         self._specs = declared
         self.options: dict[str, W.Widget] = {}
@@ -303,7 +301,6 @@ class ControlPanel:
                                     tooltip="End the run at its next report, keeping what was gathered.")
         self.run_button.on_click(self._on_run)
         self.stop_button.on_click(self._on_stop)
-        self.check = W.HTML(layout=W.Layout(display="none"))
         self.status = W.HTML(value=self._idle_text())
         self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         title = W.HTML(f"<b>{html.escape(scheme)}</b> &mdash; {html.escape(_first_line(scheme))}")
@@ -352,8 +349,6 @@ class ControlPanel:
     def _check_inputs(self) -> list[str]:
         """Read every text box shown; what cannot be taken is said under the controls at once (and a
         Run click refuses it with the same line). Returns the lines."""
-        if not hasattr(self, "check"):  # still building the panel
-            return []
         problems = []
         for name in self._text_specs:
             if self._applies(name):
