@@ -477,10 +477,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"greedy play, {ev['games']} games: mean score {ev['score_mean']:,.0f} "
               f"(random play {ref['score_mean']:,.0f}); largest tiles {{{tiles}}}")
     if (out / "checkpoint.pt").is_file():
-        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, weights.npz, model.pt, "
+        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, model.pt, "
               f"run.png); continue it with python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
     else:
-        print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, weights.npz, model.pt, run.png)")
+        print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, model.pt, run.png)")
     if not args.no_tensorboard:
         tensorboard = Path(sys.executable).parent / "tensorboard"  # the one installed beside this Python
         print(f"curves in TensorBoard: {tensorboard if tensorboard.exists() else 'tensorboard'} --logdir {out}")

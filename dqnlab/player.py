@@ -195,7 +195,7 @@ def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 
     ----------
     run : path, RunResult, dict of arrays, DQNAgent or Player
         A run directory (written by a training run or :meth:`RunResult.save`: its
-        ``summary.json`` gives the network, ``weights.npz`` the weights), a run, bare
+        ``summary.json`` gives the network, ``model.pt`` the weights), a run, bare
         weights (``RunResult.weights``, :meth:`DQNAgent.get_weights`), an agent, or a
         player (returned as is).
     config : TrainConfig, optional

@@ -41,7 +41,7 @@ def test_train_writes_the_run_and_evaluate_reads_it(tmp_path, capsys):
     assert s["scheme"] == "serial" and s["workers"] == 1 and s["env_steps"] == 1200
     assert s["config"]["batch_size"] == 32 and s["config"]["n_envs"] == 8
     assert set(s["time_split"]) == {"acting", "learning", "communication"}
-    for name in ("episodes.csv", "weights.npz", "model.pt", "run.png"):
+    for name in ("episodes.csv", "model.pt", "run.png"):
         assert (out / name).stat().st_size > 0
     printed = capsys.readouterr().out
     assert "env steps/s" in printed and "greedy play, 5 games" in printed

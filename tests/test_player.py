@@ -16,6 +16,8 @@ from dqnlab import (
     DQNAgent,
     Player,
     RecordedGame,
+    RunResult,
+    TrainConfig,
     VecGame2048,
     evaluate,
     is_game_over,
@@ -26,6 +28,7 @@ from dqnlab import (
 from dqnlab.agent.networks import make_network
 from dqnlab.game import legal_actions_batch
 from dqnlab.plots import animate
+from dqnlab.runtime.results import episodes_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,12 +163,40 @@ def test_model_pt_loads_weights_only_and_gives_the_same_q_values(trained):
                                   load_player(directory).q_values(boards))
 
 
-def test_model_pt_is_written_when_the_run_has_ended(trained, tmp_path):
+def test_model_pt_is_the_one_copy_of_the_weights_and_old_run_directories_still_load(trained, tmp_path):
     run = trained[1]
-    run.save(tmp_path)
-    assert (tmp_path / "model.pt").is_file()
     dataclasses.replace(run, status="running").save(tmp_path)  # a periodic checkpoint's files
-    assert not (tmp_path / "model.pt").exists() and (tmp_path / "weights.npz").is_file()
+    assert (tmp_path / "model.pt").is_file() and not (tmp_path / "weights.npz").exists()
+    old = tmp_path / "old"  # a run directory of an earlier version: weights.npz, no model.pt
+    run.save(old)
+    (old / "model.pt").unlink()
+    np.savez(old / "weights.npz", **run.weights)
+    boards = play("random", seed=1, max_moves=20).boards
+    np.testing.assert_array_equal(load_player(old).q_values(boards), load_player(run).q_values(boards))
+    run.save(old)  # saving over it leaves one copy
+    assert (old / "model.pt").is_file() and not (old / "weights.npz").exists()
+
+
+def test_a_young_n_tuple_table_is_stored_by_its_non_zero_rows_and_loads_as_a_state_dict(tmp_path):
+    from dqnlab.runtime.compact import SPARSE_MIN_SIZE
+
+    config = TrainConfig.preset("ntuple-small")
+    net = make_network(config, 1)
+    assert net.weight.numel() >= SPARSE_MIN_SIZE
+    rng = np.random.default_rng(0)
+    rows = rng.choice(len(net.weight), 1000, replace=False)
+    with torch.no_grad():
+        net.weight[rows] = torch.from_numpy(rng.normal(size=(1000, 1)).astype(np.float32))
+    run = RunResult(scheme="serial", config=config, workers=1, episodes=episodes_frame([]), env_steps=0,
+                    updates=0, wall_time_s=0.0, time_split={}, weights={"weight": net.weight.detach().numpy()})
+    run.save(tmp_path)
+    assert (tmp_path / "model.pt").stat().st_size < net.weight.numel() * 4 / 100
+    saved = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert saved["weight"].is_sparse
+    fresh = make_network(config, 1)
+    fresh.load_state_dict(saved)
+    assert torch.equal(fresh.weight, net.weight)
+    assert np.array_equal(RunResult.load(tmp_path).weights["weight"], net.weight.detach().numpy())
 
 
 # ------------------------------------------------------------------------------------------ animation and GIF

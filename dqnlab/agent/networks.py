@@ -374,6 +374,14 @@ class NTupleNetwork(nn.Module):
         self.weight.grad = torch.sparse_coo_tensor(idx.reshape(1, -1), values, self.weight.shape,
                                                    check_invariants=False)
 
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        """``load_state_dict`` also takes the table as a sparse tensor (a run directory's ``model.pt`` stores a
+        young, mostly-zero table so: :func:`dqnlab.runtime.compact.saved_tensor`)."""
+        key = prefix + "weight"
+        if key in state_dict and state_dict[key].is_sparse:  # (load_state_dict passes its own copy of the dict)
+            state_dict[key] = state_dict[key].to_dense()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
 
 #: ``TrainConfig.network`` choices.
 NETWORKS = ("mlp", "cnn", "ntuple")

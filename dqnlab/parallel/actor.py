@@ -35,12 +35,12 @@ ORDERS_S = 0.01
 
 
 def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, budget: int | None, clock: RunClock,
-                weights: dict[str, np.ndarray], epsilon: float | None, lockstep: bool, max_chunk: int,
+                weights: dict[str, np.ndarray], version: int, epsilon: float | None, lockstep: bool, max_chunk: int,
                 parent_pid: int, fault: dict[str, Any] | None, checkpointing: bool = False, paused: bool = False,
                 resume: dict[str, Any] | None = None) -> None:
     """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`).
 
-    Steps ``config.n_envs`` boards with ``weights`` (then those the learner sends,
+    Steps ``config.n_envs`` boards with ``weights``, the learner's after ``version`` updates (then those it sends,
     :class:`~dqnlab.parallel.messages.NewWeights`), at ``epsilon`` (None: the config's
     schedule, clocked by its own env steps times ``workers``), and sends
     :class:`~dqnlab.parallel.messages.ActorData` (transitions since the last one, at most
@@ -53,7 +53,9 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
     With ``checkpointing``, it answers the learner's checkpoint requests: it sends
     the transitions it holds, then its state, and waits for the checkpoint to be
     written (or a stop); its final state goes with the last message. ``resume`` is
-    such a state to continue from; ``paused`` is the learner's throttle then.
+    such a state to continue from; ``paused`` is the learner's throttle then. The state holds the actor's
+    copy of the weights only in ``lockstep`` (where a resumed run is exact); an overlapped actor resumes with
+    the learner's weights, as after a broadcast, so that no 268 MB n-tuple table travels per actor.
     ``budget``: its env steps (None: none); ``clock``: the run's start and time budget;
     ``fault``: the test hook's (:func:`~dqnlab.parallel.faults.check_fault`).
     """
@@ -68,7 +70,7 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
     # Prioritized replay: the actor computes each transition's initial priority from its own TD error,
     # with its copy of the weights as online and target network (Horgan et al. 2018).
     own_target = config.prioritized
-    st = {"version": 0, "paused": False, "env_steps": 0, "episodes": 0, "loads": 0, "waits": 0}
+    st = {"version": version, "paused": False, "env_steps": 0, "episodes": 0, "loads": 0, "waits": 0}
     timing = {"acting": 0.0, "sending": 0.0, "receiving": 0.0, "waiting": 0.0, "weights": 0.0}
     awaiting = False  # lockstep: data sent, waiting for the learner's weights
     if resume is None:
@@ -80,11 +82,13 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
             raise ValueError(f"actor state is actor {resume['worker']}'s, not actor {worker}'s")
         env.load_state_dict(resume["env"])
         agent.rng.bit_generator.state = resume["rng"]
-        agent.set_weights(resume["weights"], target=own_target)
+        agent.set_weights(weights if resume["weights"] is None else resume["weights"], target=own_target)
         if "nstep" in resume:  # (an actor state from before n-step returns has none: nothing pending)
             nstep.load_state_dict(resume["nstep"])
         boards, masks = np.array(resume["boards"], np.uint8), np.array(resume["masks"], bool)
-        st.update({key: int(resume["st"][key]) for key in ("version", "env_steps", "episodes", "loads", "waits")})
+        st.update({key: int(resume["st"][key]) for key in ("env_steps", "episodes", "loads", "waits")})
+        if resume["weights"] is not None:
+            st["version"] = int(resume["st"]["version"])
         timing.update({key: float(v) for key, v in resume["timing"].items()})
         awaiting = bool(resume["awaiting"])
         st["paused"] = paused  # the learner's throttle is what counts (an order in flight at the end was lost)
@@ -98,7 +102,7 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
     def state() -> dict[str, Any]:
         """This actor's checkpoint state (called between steps, with nothing left to send)."""
         return {"worker": worker, "env": env.state_dict(), "nstep": nstep.state_dict(), "rng": agent.rng.bit_generator.state,
-                "weights": agent.get_weights(), "boards": boards.copy(), "masks": masks.copy(), "st": dict(st),
+                "weights": agent.get_weights() if lockstep else None, "boards": boards.copy(), "masks": masks.copy(), "st": dict(st),
                 "timing": dict(timing), "awaiting": awaiting}
 
     if checkpointing:

@@ -34,6 +34,7 @@ collective fails at once and the run ends naming the worker (:class:`AllReduceGr
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import os
@@ -55,9 +56,9 @@ from ..replay import Minibatch
 from ..runtime.errors import TaskFailed
 from .dask import active_dask_client
 from .faults import check_fault, describe
-from .messages import Failed, Hello, Report, StateReply
+from .messages import HEARTBEAT_S, SILENCE_S, Failed, Hello, Report, StateReply
 from .procwatch import exit_from_pool_error
-from .tasks import Channel, TaskGroup
+from .tasks import LOST_GRACE_S, Channel, TaskGroup
 
 __all__ = ["COLLECTIVE_TIMEOUT_S", "COMM_CHANNELS", "Collectives", "Replica", "AllReduceGroup", "store_host",
            "pack_minibatch", "unpack_minibatch", "shipped_columns", "reprioritize"]
@@ -171,8 +172,16 @@ def store_host() -> str:
     scheduler = urlparse(client.scheduler.address)
     if scheduler.hostname in (None, "localhost", "127.0.0.1"):
         return "127.0.0.1"
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # no packet is sent: this only picks the route
-        s.connect((scheduler.hostname, scheduler.port or 8786))
+    return route_address(scheduler.hostname, scheduler.port or 8786)
+
+
+def route_address(host: str, port: int = 9) -> str:
+    """The address of this machine on its route to ``host`` (``host`` itself when it is one of this machine's).
+
+    No packet is sent: a UDP socket's ``connect`` only picks the route.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((host, port))
         return s.getsockname()[0]
 
 
@@ -199,16 +208,31 @@ class Collectives:
         self.bytes_reduced = 0
         self.bytes_scattered = 0
 
-    def join(self, store: Any, prefix: str) -> None:
+    def join(self, store: Any, prefix: str, store_host: str) -> None:
         """Connect to every other rank through ``store`` (keys under ``prefix``); blocks until all have.
+
+        Gloo listens on this machine's address on its route to ``store_host`` (the rendezvous store's host,
+        which every rank reaches), so that ranks on other hosts reach it: gloo's own default, the address
+        of the host's name, is 127.0.0.1 on many machines (``/etc/hosts``). ``GLOO_SOCKET_IFNAME`` names an
+        interface instead.
 
         Raises
         ------
         RuntimeError
             If a rank does not join within :data:`COLLECTIVE_TIMEOUT_S` (torch's ``DistStoreError``).
         """
-        self.pg = dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), self.rank, self.world,
-                                        datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+        options = dist.ProcessGroupGloo._Options()
+        options._timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+        interface = os.environ.get("GLOO_SOCKET_IFNAME")
+        options._devices = [dist.ProcessGroupGloo.create_device(interface=interface) if interface else
+                            dist.ProcessGroupGloo.create_device(hostname=route_address(store_host))]
+        self.pg = dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), self.rank, self.world, options)
+
+    def tighten(self) -> None:
+        """From now on a collective fails after :data:`~dqnlab.parallel.messages.SILENCE_S` without an answer
+        (a rank cut off on another host ends the run in seconds, not gloo's minute). Rank 0 calls it after
+        the first update, which may compile kernels at every rank."""
+        self.pg.set_timeout(datetime.timedelta(seconds=SILENCE_S))
 
     def leave(self) -> None:
         """Close this rank's connections (a peer waiting on one of them fails at once). Idempotent."""
@@ -412,11 +436,11 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
     replica.load_timing(state["timing"])
     part = _Part(config.batch_size, shipped_columns(config))
 
-    def report(done: bool = False) -> None:
-        ch.send(Report(rank, done, [], 0, agent.updates, replica.timing(), coll.comm_s, {}, {}))
+    def report(done: bool = False) -> None:  # (messages name the task: rank - 1)
+        ch.send(Report(ch.worker, done, [], 0, agent.updates, replica.timing(), coll.comm_s, {}, {}))
 
     coll.join(dist.TCPStore(host, port, workers, is_master=False,
-                            timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)), prefix)
+                            timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)), prefix, host)
     try:
         next_report = time.perf_counter() + _REPORT_EVERY_S
         while True:
@@ -425,7 +449,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
             if command == _STOP:
                 break
             if command == _STATE:  # (update = the request's number * 2 + whether the agent is wanted)
-                ch.send(StateReply(rank, update // 2, replica.state(with_agent=bool(update % 2))))
+                ch.send(StateReply(ch.worker, update // 2, replica.state(with_agent=bool(update % 2))))
                 continue
             check_fault(fault, rank, updates=update)
             try:
@@ -502,7 +526,7 @@ class AllReduceGroup:
         if self.workers == 1:
             return self
         timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
-        host = store_host()
+        self.host = host = store_host()
         self.store = dist.TCPStore(host, 0, self.workers, is_master=True, wait_for_workers=False, timeout=timeout)
         prefix = f"dqnlab-{uuid.uuid4().hex}/"
         start = self.replica.state(with_agent=True)
@@ -526,7 +550,7 @@ class AllReduceGroup:
             if time.perf_counter() > deadline or not self.tasks.alive:
                 raise self._failure(RuntimeError("worker ranks did not start"))
         try:
-            self.coll.join(self.store, prefix)
+            self.coll.join(self.store, prefix, self.host)
         except Exception as e:  # a worker died before joining, or the rendezvous timed out
             raise self._failure(e) from e
         self.joined = True
@@ -547,10 +571,11 @@ class AllReduceGroup:
             self.coll.leave()
             self.joined = False
         self.tasks.stop()  # (and the pool's spare processes)
-        deadline = time.perf_counter() + 10.0
-        while self.tasks.alive and time.perf_counter() < deadline:
-            self._take_messages(0.05)
-        self._take_messages(0.0)
+        deadline = time.perf_counter() + (LOST_GRACE_S if self.tasks.lost else 10.0)
+        with contextlib.suppress(TaskFailed):  # (the run's error, if any, is known already)
+            while self.tasks.alive and time.perf_counter() < deadline:
+                self._take_messages(0.05)
+            self._take_messages(0.0)
         self.tasks.close()
         self.tasks = None
         # Drop the store now, not when the garbage collector gets to this group: a process forked
@@ -588,6 +613,8 @@ class AllReduceGroup:
             self.replica.step(parts[0], float(shares[0]), grad_norm, slots=(0, sum(sizes)))
         except RuntimeError as e:  # gloo: a peer closed its connection, or a timeout
             raise self._failure(e) from e
+        if self.updates == 1 and self.workers > 1:
+            self.coll.tighten()
         if buffer is not None and self.replica.td_errors is not None:
             t0 = time.perf_counter()
             reprioritize(buffer, parts, self.replica.td_errors)
@@ -615,7 +642,7 @@ class AllReduceGroup:
         while len(got) < self.workers - 1:
             for msg in self._take_messages(0.05):
                 if isinstance(msg, StateReply) and msg.id == ask:
-                    got[msg.worker] = msg.state
+                    got[msg.worker + 1] = msg.state
             if time.perf_counter() > deadline or not self.tasks.alive:
                 raise self._failure(RuntimeError("a worker rank did not send its state"))
         states = [own] + [got[r] for r in range(1, self.workers)]
@@ -624,6 +651,15 @@ class AllReduceGroup:
         if with_agents:
             self.gathered = (self.replica.agent.updates, states)
         return states
+
+    def states_after_failure(self) -> list[dict[str, Any]] | None:
+        """Every rank's :meth:`Replica.state` once a worker rank has failed, where rank 0 holds them all: the
+        ranks' models equal rank 0's (:attr:`Replica.shares_state`; their agents None), their timing as they
+        last reported. None where each rank's own model went with the group."""
+        if not self.replica.shares_state:
+            return None
+        return [self.replica.state(with_agent=False)] + [{"agent": None, "timing": dict(self.latest[r])}
+                                                         for r in range(1, self.workers)]
 
     def final_weights(self) -> dict[str, np.ndarray]:
         """The run's model: rank 0's weights, or where the ranks' models differ and were
@@ -636,9 +672,20 @@ class AllReduceGroup:
                 for k in own}
 
     def poll(self) -> None:
-        """Take the worker ranks' reports waiting (their time split), without blocking."""
+        """Take the worker ranks' reports waiting (their time split), without blocking.
+
+        Raises
+        ------
+        TaskFailed
+            If a rank has sent nothing for :data:`~dqnlab.parallel.messages.SILENCE_S` (it stopped, or its host
+            cannot be reached), or its task started again.
+        """
         if self.tasks is not None:
             self._take_messages(0.0)
+            lost = self.tasks.silent()
+            if lost is not None:
+                self.broken = True
+                raise TaskFailed(lost[0] + 1, *lost[1:])
 
     def _scatter(self, command: int, value: int, sizes: list[int] | None = None, grad_norm: bool = False) -> None:
         """Send every worker rank ``command`` with ``value`` (and its part of ``sizes[r]`` transitions,
@@ -654,16 +701,24 @@ class AllReduceGroup:
             raise self._failure(e) from e
 
     def _take_messages(self, timeout: float) -> list[Any]:
-        """Read the worker ranks' messages: hellos (pids to watch), reports; return the others."""
+        """Read the worker ranks' messages: hellos, reports; return the others. (Messages name the task:
+        rank - 1.)
+
+        Raises
+        ------
+        TaskFailed
+            If a rank's task started a second time (a backend ran it again after its process died).
+        """
         out = []
         msg = self.tasks.get(timeout)
         while msg is not None:
             if isinstance(msg, Hello):
-                self.tasks.pids[msg.worker + 1] = msg.pid
-                if msg.host == socket.gethostname():
-                    self.tasks.watch.add(msg.worker + 1, msg.pid)
+                rerun = self.tasks.hello(msg)
+                if rerun is not None:
+                    self.broken = True
+                    raise TaskFailed(rerun[0] + 1, *rerun[1:])
             elif isinstance(msg, Report):
-                self.latest[msg.worker] = dict(msg.timing)
+                self.latest[msg.worker + 1] = dict(msg.timing)
             else:
                 out.append(msg)
             msg = self.tasks.get(0.0)
@@ -671,19 +726,27 @@ class AllReduceGroup:
 
     def _failure(self, error: BaseException) -> TaskFailed:
         """The :class:`TaskFailed` for a failed collective or start: the worker rank that raised (its
-        message), or the one whose process died, else the collective's own error."""
+        message), whose process died, whose task started again, or that went silent (its process stopped or
+        its host cannot be reached), else the collective's own error."""
         self.broken = True
         cause = describe(error)
         deadline = time.perf_counter() + 5.0  # the failing rank's report is on its way
         while self.tasks is not None and time.perf_counter() < deadline:
-            for msg in self._take_messages(0.1):
+            try:
+                messages = self._take_messages(0.1)
+            except TaskFailed as rerun:
+                return rerun
+            for msg in messages:
                 if isinstance(msg, Failed):
                     return TaskFailed(msg.worker + 1, msg.message, msg.traceback)
             first = self.tasks.watch.first
             if first is not None:
                 how = first[2] or exit_from_pool_error(cause) or "cause unknown"
-                return TaskFailed(first[0], f"its process (pid {first[1]}) died ({how})",
+                return TaskFailed(first[0] + 1, f"its process ({self.tasks.where(first[0])}) died ({how})",
                                   f"rank 0's collective failed: {cause}")
+            lost = self.tasks.silent(3 * HEARTBEAT_S)  # (a rank that stopped is quiet by now; the rest beat)
+            if lost is not None:
+                return TaskFailed(lost[0] + 1, lost[1], f"rank 0's collective failed: {cause}")
             if not self.tasks.alive and self.tasks.failure is not None:
                 how = exit_from_pool_error(describe(self.tasks.failure))
                 if how is not None:

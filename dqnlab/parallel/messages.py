@@ -18,9 +18,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Hello", "Failed", "StateReply", "Report", "SyncPost", "ActorData",
+__all__ = ["Hello", "Heartbeat", "Failed", "StateReply", "Report", "SyncPost", "ActorData",
            "Stop", "Checkpoint", "Checkpointed", "NewWeights", "Throttle",
-           "REPORTS", "ORDERS", "UnexpectedMessage"]
+           "REPORTS", "ORDERS", "HEARTBEAT_S", "SILENCE_S", "UnexpectedMessage"]
+
+#: Seconds between two :class:`Heartbeat` of a task.
+HEARTBEAT_S = 1.0
+#: A task that has sent nothing, not even a heartbeat, for this many seconds is lost: its process stopped or its
+#: host cannot be reached. The run ends naming it (so a worker cut off on another host ends the run within 15 s).
+SILENCE_S = 10.0
 
 #: A network's parameters by name (float32 arrays).
 WeightDict = dict[str, np.ndarray]
@@ -42,6 +48,14 @@ class Hello:
     pid: int
     torch_threads: int
     host: str
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A task's process is alive and its host reachable (sent every :data:`HEARTBEAT_S` by a thread of its own,
+    whatever the task is doing)."""
+
+    worker: int
 
 
 @dataclass(frozen=True)
@@ -176,6 +190,6 @@ class Throttle:
 
 
 #: What workers send.
-REPORTS = (Hello, Failed, StateReply, Report, SyncPost, ActorData)
+REPORTS = (Hello, Heartbeat, Failed, StateReply, Report, SyncPost, ActorData)
 #: What the parent sends.
 ORDERS = (Stop, Checkpoint, Checkpointed, NewWeights, Throttle)

@@ -371,6 +371,15 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
             if group is not None and (checkpoint is not None or not group.replica.shares_state):
                 final["state"] = state()  # every rank's state while the group is up (and the final weights)
 
+    def failure_state() -> dict[str, Any] | None:
+        """After a worker failed: the checkpoint, where this process holds the whole run (joblib rounds keep
+        nothing in the workers; an all-reduce group whose ranks' models equal rank 0's)."""
+        if group is None:
+            return state()
+        ranks = group.states_after_failure()
+        return None if ranks is None else {"comm": comm, "learner": learner.state_dict(), "ranks": ranks,
+                                           "stats": group.replica.stats()}
+
     final: dict[str, Any] = {}
     return run_to_end(scheme, loop, rounds, result,
-                      final_state=None if group is None else lambda: final.get("state"))
+                      final_state=None if group is None else lambda: final.get("state"), failure_state=failure_state)

@@ -33,10 +33,13 @@ from ..runtime.errors import TaskFailed
 from ..runtime.loop import Progress, RunLoop
 from .faults import describe
 from .messages import (
+    HEARTBEAT_S,
     ORDERS,
+    SILENCE_S,
     Checkpoint,
     Checkpointed,
     Failed,
+    Heartbeat,
     Hello,
     StateReply,
     Stop,
@@ -160,19 +163,35 @@ class Channel:
 
 def _task_main(fn: Callable[..., None], worker: int, workers: int, parent_pid: int, inbox: Any, outbox: Any,
                kwargs: dict[str, Any]) -> int:
-    """Body of one long-lived joblib task: pin threads, run ``fn``, report any exception."""
+    """Body of one long-lived joblib task: pin threads, say hello, beat, run ``fn``, report any exception."""
     ch = Channel(worker, inbox, outbox)
+    done = threading.Event()
     try:
         with parent_handles_sigint(parent_pid):
             threads = pin_torch_threads(workers, parent_pid)
             ch.send(Hello(worker, os.getpid(), threads, socket.gethostname()))
+            threading.Thread(target=_heartbeat, args=(inbox, worker, done), name="dqnlab-heartbeat",
+                             daemon=True).start()
             fn(ch, **kwargs)
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
         try:
             inbox.put(Failed(worker, describe(e), traceback.format_exc()))
         except Exception:  # noqa: BLE001, S110 - the parent is gone; nothing more to do
             pass
+    finally:
+        done.set()
     return worker
+
+
+def _heartbeat(inbox: Any, worker: int, done: threading.Event) -> None:
+    """Put a :class:`Heartbeat` on ``inbox`` every :data:`HEARTBEAT_S` until ``done`` (or the parent is gone):
+    the parent learns that the process is alive and its host reachable, whatever the task is doing (a
+    compiled kernel releases the GIL; compiling one lets other threads run between its steps)."""
+    while not done.wait(HEARTBEAT_S):
+        try:
+            inbox.put(Heartbeat(worker))
+        except Exception:  # noqa: BLE001 - the parent is gone with its queue
+            return
 
 
 def _spare_task(parent_pid: int, outbox: Any) -> None:
@@ -240,9 +259,16 @@ class TaskGroup:
         self.failure: BaseException | None = None
         self.failure_tb = ""
         self.pids: dict[int, int] = {}
+        #: Each started worker's host (from its Hello), and when anything from it last came (time.monotonic()).
+        self.hosts: dict[int, str] = {}
+        self.heard: dict[int, float] = {}
+        #: A worker was found lost (silent, or its task started again): :meth:`close` does not wait long for it.
+        self.lost = False
         self.exited: set[int] = set()
         #: True while a checkpoint is being gathered (see :func:`drive_tasks`).
         self.checkpoint_pending = False
+        #: True once the workers have been told to stop (:meth:`stop`).
+        self.stopping = False
         #: Checkpoints asked for so far (the id of the last one).
         self.checkpoints = 0
         #: Notices which worker process dies first (to name it if the pool breaks).
@@ -301,11 +327,52 @@ class TaskGroup:
         return self.thread is not None and self.thread.is_alive()
 
     def get(self, timeout: float) -> Any:
-        """Next message from any worker, or None after ``timeout`` seconds."""
-        try:
-            return self.inbox.get(timeout=timeout)
-        except queue.Empty:
+        """Next message from any worker, or None after ``timeout`` seconds. Every message marks its worker as
+        heard from (:meth:`silent`); heartbeats end there and are not returned."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            worker = getattr(msg, "worker", None)
+            if worker in self.heard:
+                self.heard[worker] = time.monotonic()
+            if not isinstance(msg, Heartbeat):
+                return msg
+
+    def hello(self, msg: Hello) -> tuple[int, str, str] | None:
+        """Take a task's :class:`Hello`: its pid and host (the pid watched when the task runs on this machine).
+
+        Returns the error ``(worker, message, details)`` when the task said hello before: a backend (Dask)
+        ran it again after its process died, and its fresh start is not the worker's progress.
+        """
+        k = msg.worker
+        if k in self.pids:
+            self.lost = True
+            return (k, f"its process ({self.where(k)}) ended and the backend started the task again "
+                       f"(pid {msg.pid} on {msg.host}), from scratch", "")
+        self.pids[k], self.hosts[k], self.heard[k] = msg.pid, msg.host, time.monotonic()
+        if msg.host == socket.gethostname():  # a process of this machine
+            self.watch.add(k, msg.pid)
+        return None
+
+    def where(self, worker: int) -> str:
+        """``"pid N on HOST"``: what is known of where ``worker`` runs."""
+        return f"pid {self.pids.get(worker, '?')} on {self.hosts.get(worker, '?')}"
+
+    def silent(self, limit_s: float = SILENCE_S) -> tuple[int, str, str] | None:
+        """The error ``(worker, message, details)`` for the running worker heard from longest ago, if that was
+        over ``limit_s`` seconds ago (its process stopped, or its host cannot be reached); else None. Call
+        it with the queue just drained (after :meth:`get` returned None), so that a parent busy elsewhere
+        does not take its own delay for the worker's silence."""
+        quiet = [(time.monotonic() - t, k) for k, t in self.heard.items() if k not in self.exited]
+        if not quiet or max(quiet)[0] <= limit_s:
             return None
+        seconds, k = max(quiet)
+        self.lost = True
+        return (k, f"it has sent nothing for {seconds:.0f} s, not even a heartbeat: its process "
+                   f"({self.where(k)}) stopped, or its host cannot be reached", "")
 
     def send(self, worker: int, msg: Any) -> None:
         """Put order ``msg`` on ``worker``'s queue (nothing if the worker is gone with its queue)."""
@@ -316,6 +383,7 @@ class TaskGroup:
 
     def stop(self) -> None:
         """Tell every worker that has not exited to stop."""
+        self.stopping = True
         for k in range(self.workers):
             if k not in self.exited:
                 self.send(k, Stop())
@@ -329,15 +397,17 @@ class TaskGroup:
         self.close()
 
     def close(self, grace_s: float = 20.0) -> None:
-        """Stop the workers, wait up to ``grace_s`` for them, and shut the manager down.
+        """Stop the workers, wait up to ``grace_s`` for them (:data:`LOST_GRACE_S` once a worker is
+        :attr:`lost`), and shut the manager down.
 
-        If tasks are still running after the grace period (a worker stuck in native
-        code), the loky pool is killed, so that the call never hangs.
+        If local tasks are still running after that (a worker stuck in native code), the loky pool is
+        killed, so that the call never hangs; on a cluster the joblib call is left to end when the run's
+        Dask client closes.
         """
         if self.thread is not None:
             self.stop()
-            self.thread.join(grace_s)
-            if self.thread.is_alive():
+            self.thread.join(min(grace_s, LOST_GRACE_S) if self.lost else grace_s)
+            if self.thread.is_alive() and self.manager is not None:
                 _kill_loky_pool()
                 self.thread.join(10.0)
         if getattr(self, "_close_queues", None) is not None:
@@ -489,14 +559,10 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
             msg = group.get(0.0 if busy else 0.1)
             busy = coordinator.has_work and msg is not None  # drain waiting messages before working
             if isinstance(msg, Hello):
-                if msg.worker in group.pids:  # a backend (Dask) ran the task again after its process died:
-                    if error is None:  # its fresh start is not the worker's progress
-                        error = (msg.worker, f"its process (pid {group.pids[msg.worker]}) ended and the backend "
-                                             f"started the task again (pid {msg.pid} on {msg.host}), from scratch", "")
+                rerun = group.hello(msg)
+                if rerun is not None:
+                    error = error or rerun
                     break  # as when a pool's call ends with a process gone: the others may wait for it
-                group.pids[msg.worker] = msg.pid
-                if msg.host == socket.gethostname():  # a process of this machine
-                    group.watch.add(msg.worker, msg.pid)
             elif isinstance(msg, StateReply):
                 if barrier is not None and msg.id == barrier["id"]:
                     barrier["states"][msg.worker] = msg.state
@@ -536,6 +602,10 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
                     missing = sorted(set(range(group.workers)) - group.exited)
                     error = _death_error(group, missing, "its exit status could not be read here")
                 break  # as when a pool's call ends with a process gone: the others may wait for it
+            lost = group.silent() if msg is None else None
+            if lost is not None:
+                error = error or lost
+                break  # it cannot be told to stop: the others may wait for it
             if not alive and msg is None and len(group.exited) < group.workers:
                 # The pool's call ended without every worker saying goodbye: a process died.
                 missing = sorted(set(range(group.workers)) - group.exited)
@@ -561,6 +631,8 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
         raise TaskFailed(*error)
 
 
+#: Seconds :meth:`TaskGroup.close` waits for the others once a worker is lost (it will not answer).
+LOST_GRACE_S = 3.0
 #: Seconds a pool may take to end its call after one of its worker processes died, before the run ends
 #: without it (a backend that runs the lost task again never ends the call).
 DEATH_GRACE_S = 3.0
@@ -571,7 +643,7 @@ def _death_error(group: TaskGroup, missing: list[int], cause: str) -> tuple[int 
     first = group.watch.first
     how = (first[2] if first is not None else None) or exit_from_pool_error(cause)
     if first is not None and first[0] in missing:
-        who, what = first[0], f"its process (pid {first[1]}) died"
+        who, what = first[0], f"its process ({group.where(first[0])}) died"
     elif len(missing) == 1:
         who, what = missing[0], "its process died"
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,10 @@ from ..agent.dqn import DQNAgent
 
 __all__ = ["Weights", "average_weights", "normalised_coefficients", "flatten_weights", "divergence",
            "optimizer_state", "load_optimizer_state", "average_optimizer_states"]
+
+#: Elements of a parameter averaged (or compared) at a time, in float64: a 268 MB n-tuple table needs no
+#: table-sized temporaries.
+CHUNK = 1 << 16
 
 #: A network's parameters by name (:meth:`DQNAgent.get_weights`).
 Weights = dict[str, np.ndarray]
@@ -45,8 +50,20 @@ def average_weights(weights: Sequence[Weights], coefficients: Sequence[float] | 
     for w in weights[1:]:
         if list(w) != names or any(np.shape(w[n]) != np.shape(weights[0][n]) for n in names):
             raise ValueError("weight dicts to average must have the same names and shapes")
-    return {n: sum(ck * np.asarray(w[n], np.float64) for ck, w in zip(c, weights)).astype(np.float32)
-            for n in names}
+    out = {}
+    acc, term = np.empty(CHUNK), np.empty(CHUNK)
+    for n in names:
+        parts = [np.asarray(w[n]).reshape(-1) for w in weights]
+        flat = np.empty(parts[0].size, np.float32)
+        for lo in range(0, flat.size, CHUNK):  # in float64 a chunk at a time: no table-sized temporaries
+            m = min(CHUNK, flat.size - lo)
+            np.multiply(parts[0][lo:lo + m], c[0], out=acc[:m])
+            for ck, part in zip(c[1:], parts[1:]):
+                np.multiply(part[lo:lo + m], ck, out=term[:m])
+                acc[:m] += term[:m]
+            flat[lo:lo + m] = acc[:m]
+        out[n] = flat.reshape(np.shape(weights[0][n]))
+    return out
 
 
 def normalised_coefficients(k: int, coefficients: Sequence[float] | np.ndarray | None) -> np.ndarray:
@@ -81,10 +98,17 @@ def divergence(weights: Sequence[Weights]) -> tuple[float, float]:
         distance of each flattened parameter vector to their mean; ``relative``:
         ``mean_l2 / ||theta_bar||_2``. Both 0 when the learners are identical.
     """
-    flat = np.stack([flatten_weights(w) for w in weights])
-    mean = flat.mean(axis=0)
-    d = float(np.linalg.norm(flat - mean, axis=1).mean())
-    norm = float(np.linalg.norm(mean))
+    square = np.zeros(len(weights))  # ||theta_k - theta_bar||^2, summed over chunks of each parameter
+    mean_square = 0.0
+    for n in weights[0]:
+        parts = [np.asarray(w[n]).reshape(-1) for w in weights]
+        for lo in range(0, parts[0].size, CHUNK):
+            chunk = np.stack([p[lo:lo + CHUNK] for p in parts]).astype(np.float64)
+            mean = chunk.mean(axis=0)
+            square += ((chunk - mean) ** 2).sum(axis=1)
+            mean_square += float(mean @ mean)
+    d = float(np.sqrt(square).mean())
+    norm = math.sqrt(mean_square)
     return d, (d / norm if norm > 0 else 0.0)
 
 

@@ -8,9 +8,9 @@ A **run directory** (``dqnlab.train(..., run_dir=DIR)``, or ``python -m dqnlab t
   progress, every random stream, counters), the episodes table so far, the progress
   history, the config, the scheme, its worker count and options, and
   :data:`CHECKPOINT_VERSION`;
-* ``summary.json``, ``episodes.csv``, ``history.csv``, ``weights.npz`` -- the
-  :class:`~dqnlab.RunResult` files (:meth:`~dqnlab.RunResult.save`), and ``model.pt``
-  (the weights as a PyTorch ``state_dict``) once the run has ended.
+* ``summary.json``, ``episodes.csv``, ``history.csv``, ``model.pt`` -- the
+  :class:`~dqnlab.RunResult` files (:meth:`~dqnlab.RunResult.save`; ``model.pt`` holds the
+  weights, as a PyTorch ``state_dict``).
 
 Both are written every ``checkpoint_every`` seconds of wall time, and at the end of
 the run (budget spent, Stop button, Ctrl-C). Every file is written to a temporary
@@ -61,9 +61,10 @@ import numpy as np
 import torch
 
 from ..config import TrainConfig
+from .compact import nonzero_entries
 from .results import atomic_write
 
-__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "READABLE_VERSIONS", "SPARSE_MIN_SIZE", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "READABLE_VERSIONS", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
            "load_checkpoint", "prepare_resume", "check_checkpoint_every"]
 
 #: Name of the checkpoint file in a run directory.
@@ -73,9 +74,6 @@ CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_VERSION = 2
 #: Checkpoint versions this dqnlab reads (1: every array dense).
 READABLE_VERSIONS = (1, 2)
-#: Arrays (and tensors) of at least this many elements are stored as their non-zero entries (flat indices and
-#: values) where that takes under half their bytes: a young n-tuple table is mostly its unseen features' zeros.
-SPARSE_MIN_SIZE = 1 << 20
 #: Config fields a resumed run may change: the budget (both count the whole run).
 BUDGET_FIELDS = ("total_env_steps", "max_seconds")
 _FORMAT = "dqnlab-checkpoint"
@@ -85,17 +83,13 @@ _SPARSE = "__sparse__"
 
 # ----------------------------------------------------------------------------- encoding
 def _sparse(a: np.ndarray, tensor: bool) -> dict[str, Any] | None:
-    """``a`` as its non-zero entries, tagged (``tensor``: it decodes to a tensor), or None where dense is
-    as small. Zero means all bits zero, so -0.0 and NaN payloads come back as they were."""
-    if a.size < SPARSE_MIN_SIZE or a.dtype.kind not in "fiu":
-        return None
-    flat = np.ascontiguousarray(a).reshape(-1)
-    index = np.flatnonzero(flat.view(f"u{flat.itemsize}"))
-    index = index.astype(np.int32) if flat.size < 2**31 else index
-    if index.nbytes + index.size * flat.itemsize >= flat.nbytes // 2:
+    """``a`` as its non-zero entries (:func:`~dqnlab.runtime.compact.nonzero_entries`), tagged (``tensor``: it
+    decodes to a tensor), or None where dense is as small."""
+    index = nonzero_entries(a)
+    if index is None:
         return None
     return {_SPARSE: {"shape": list(a.shape), "tensor": tensor, "index": torch.from_numpy(index),
-                      "values": torch.from_numpy(flat[index])}}
+                      "values": torch.from_numpy(np.ascontiguousarray(a).reshape(-1)[index])}}
 
 
 def _dense(tag: dict[str, Any]) -> Any:
@@ -333,8 +327,7 @@ class Checkpointer:
         return path
 
     def save_results(self, result: Any) -> None:
-        """Write the result files (summary.json, episodes.csv, history.csv, weights.npz; model.pt once the run has
-        ended)."""
+        """Write the result files (summary.json, episodes.csv, history.csv, model.pt)."""
         result.extra["checkpoint"] = self.info()
         result.save(self.directory)
 

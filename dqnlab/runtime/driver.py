@@ -25,7 +25,8 @@ __all__ = ["run_to_end", "RunClock", "build_result"]
 
 
 def run_to_end(scheme: str, loop: RunLoop, body: Callable[[], Any], result: Callable[..., RunResult],
-               final_state: Callable[[], Any] | None = None) -> RunResult:
+               final_state: Callable[[], Any] | None = None,
+               failure_state: Callable[[], Any] | None = None) -> RunResult:
     """Run ``body()``, then end the run as every scheme does.
 
     * KeyboardInterrupt reaching the body: the run ends ``"interrupted"``, keeping its data
@@ -39,7 +40,9 @@ def run_to_end(scheme: str, loop: RunLoop, body: Callable[[], Any], result: Call
       the loop's own ``state()`` unless an interrupt landed mid-step
       (:attr:`RunLoop.abrupt`); without a state only the result files (the last
       checkpoint stays); after an error its partial result's files. The run directory is
-      written once at the end.
+      written once at the end. After a worker's failure, ``failure_state()`` (where given and not None) is
+      written as the checkpoint with the partial result, so that ``resume`` continues from the failure;
+      otherwise the last good checkpoint stays.
 
     Parameters
     ----------
@@ -55,6 +58,9 @@ def run_to_end(scheme: str, loop: RunLoop, body: Callable[[], Any], result: Call
     final_state : callable, optional
         ``final_state() -> state or None``: the final checkpoint state of a scheme whose
         state lives in workers (None when they did not all send it).
+    failure_state : callable, optional
+        ``failure_state() -> state or None``: the checkpoint state after a worker failed (not after a
+        divergence), for a scheme whose state this process holds.
 
     Returns
     -------
@@ -73,11 +79,17 @@ def run_to_end(scheme: str, loop: RunLoop, body: Callable[[], Any], result: Call
     except FloatingPointError as e:  # the update was not applied: the last good checkpoint stays
         raise _failed(loop, DivergedError(scheme, None, str(e), "", _partial(loop, result))) from None
     except TaskFailed as e:
-        raise _failed(loop, e.error(scheme, _partial(loop, result))) from None
+        error = e.error(scheme, _partial(loop, result))
+        state = failure_state() if failure_state is not None and not isinstance(error, DivergedError) else None
+        raise _failed(loop, error, state) from None
     finally:
         loop.close()
     final = result()
     if loop.checkpointer is not None:  # the run directory, written once: checkpoint and result files
+        t0 = time.perf_counter()
+        waiting = loop.status == "interrupted"  # (someone waits for Ctrl-C to end the run: say what it does)
+        if waiting:
+            loop.say(f"saving {loop.checkpointer.directory}/ (checkpoint and result files) ...")
         if final_state is not None:
             state = final_state()
         else:
@@ -86,6 +98,8 @@ def run_to_end(scheme: str, loop: RunLoop, body: Callable[[], Any], result: Call
             loop.checkpointer.save_results(final)
         else:
             loop.checkpointer.write(state, loop.state_dict(), final)
+        if waiting:
+            loop.say(f"saved in {time.perf_counter() - t0:.1f} s")
     return final
 
 
@@ -95,10 +109,14 @@ def _partial(loop: RunLoop, result: Callable[..., RunResult]) -> RunResult:
     return result("failed")
 
 
-def _failed(loop: RunLoop, error: Exception) -> Exception:
-    """``error``, its partial result written to the run directory (the last good checkpoint stays)."""
+def _failed(loop: RunLoop, error: Exception, state: Any = None) -> Exception:
+    """``error``, its partial result written to the run directory, with ``state`` as the checkpoint (None: the last
+    good checkpoint stays)."""
     if loop.checkpointer is not None:
-        loop.checkpointer.save_results(error.partial)
+        if state is None:
+            loop.checkpointer.save_results(error.partial)
+        else:
+            loop.checkpointer.write(state, loop.state_dict(), error.partial)
     return error
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -160,8 +161,14 @@ class RunLoop:
         if checkpointer is not None and checkpointer.tensorboard:
             self.tensorboard = TensorBoardLog(checkpointer.directory / "tb",
                                               resume_step=self.env_steps if resumed else None)
+        self.progress = progress
         self.bar = tqdm(total=config.total_env_steps, initial=self.env_steps, unit="step", disable=not progress,
                         dynamic_ncols=True, leave=True)
+
+    def say(self, text: str) -> None:
+        """Print a line about the run above its progress bar (standard error; nothing without the bar)."""
+        if self.progress:
+            tqdm.write(f"dqnlab: {text}", file=sys.stderr)
 
     @property
     def elapsed(self) -> float:
@@ -172,6 +179,8 @@ class RunLoop:
     def done(self) -> bool:
         if self.status == "running" and _SIGINT.requested:
             self.status = "interrupted"
+            self.say("Ctrl-C: ending the run, keeping what it gathered (Ctrl-C again to stop waiting for the "
+                     "workers' last reports)")
         if self.status != "running":
             return True
         if self.config.total_env_steps is not None and self.env_steps >= self.config.total_env_steps:

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from ..config import TrainConfig
+from .compact import dense_tensor, saved_tensor
 
 __all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION", "MODEL_FILE", "episodes_frame"]
 
@@ -25,8 +26,10 @@ EPISODE_COLUMNS = ("worker", "episode", "env_steps", "wall_time_s", "score", "ma
 TIME_SPLIT_KEYS = ("acting", "learning", "communication")
 #: Version of the on-disk run format written by :meth:`RunResult.save`.
 FORMAT_VERSION = 1
-#: The network's weights as a PyTorch ``state_dict`` in a run directory (see :meth:`RunResult.save`).
+#: The run's weights, a PyTorch ``state_dict`` of its network, in a run directory (see :meth:`RunResult.save`).
 MODEL_FILE = "model.pt"
+#: Where the run directories of earlier dqnlab versions held the weights (read, never written).
+_OLD_WEIGHTS_FILE = "weights.npz"
 
 
 def episodes_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -164,18 +167,19 @@ class RunResult:
 
     # ----------------------------------------------------------------- on disk
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write ``summary.json``, ``episodes.csv``, ``history.csv``, ``weights.npz`` and ``model.pt``.
+        """Write ``summary.json``, ``episodes.csv``, ``history.csv`` and ``model.pt``.
 
-        ``model.pt`` holds the weights as a PyTorch ``state_dict`` of the network, for
-        code outside dqnlab::
+        ``model.pt`` is the run's one copy of its weights: a PyTorch ``state_dict`` of the network,
+        which loads with ``weights_only=True``, also in code outside dqnlab::
 
             net = dqnlab.agent.networks.make_network(run.config, 1 if run.config.afterstate else 4)
             net.load_state_dict(torch.load("runs/x/model.pt", weights_only=True))
 
-        (``dqnlab.load_player("runs/x")`` gives a player in one line, from ``weights.npz``). It is written once
-        the run has ended: while a run goes on (``status == "running"``, the files of a
-        periodic checkpoint) an older ``model.pt`` is removed instead, since rewriting
-        the n-tuple network's 268 MB at every checkpoint would add to ``weights.npz``'s.
+        A large table that is mostly zeros (a young n-tuple network's) is stored as a sparse COO tensor of
+        its non-zero rows (:func:`~dqnlab.runtime.compact.saved_tensor`; ``t.to_dense()`` gives it back,
+        and dqnlab's networks take it as it is). ``dqnlab.load_player("runs/x")`` gives a player in one
+        line. Run directories of earlier versions, which hold the weights in ``weights.npz``, still load;
+        saving over one removes its ``weights.npz``.
 
         Each file is written to a temporary name and renamed, so a crash never leaves
         a half-written file. Returns the directory.
@@ -185,17 +189,14 @@ class RunResult:
         atomic_write(d / "summary.json", lambda f: f.write(json.dumps(self.summary(), indent=2).encode()))
         atomic_write(d / "episodes.csv", lambda f: self.episodes.to_csv(f, index=False))
         atomic_write(d / "history.csv", lambda f: self.history.to_csv(f, index=False))
-        atomic_write(d / "weights.npz", lambda f: np.savez(f, **self.weights))
-        if self.status == "running":
-            (d / MODEL_FILE).unlink(missing_ok=True)
-        else:
-            state_dict = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in self.weights.items()}
-            atomic_write(d / MODEL_FILE, lambda f: torch.save(state_dict, f))
+        state_dict = {k: saved_tensor(np.ascontiguousarray(v)) for k, v in self.weights.items()}
+        atomic_write(d / MODEL_FILE, lambda f: torch.save(state_dict, f))
+        (d / _OLD_WEIGHTS_FILE).unlink(missing_ok=True)
         return d
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> RunResult:
-        """Read a run written by :meth:`save`.
+        """Read a run written by :meth:`save` (or by an earlier version, with ``weights.npz``).
 
         Raises
         ------
@@ -203,14 +204,18 @@ class RunResult:
             If ``directory`` holds no run, or one of another format version.
         """
         d = Path(directory)
-        if not (d / "summary.json").is_file() or not (d / "weights.npz").is_file():
-            raise ValueError(f"{str(d)!r} is not a dqnlab run directory (no summary.json / weights.npz)")
+        weights_file = next((d / n for n in (MODEL_FILE, _OLD_WEIGHTS_FILE) if (d / n).is_file()), None)
+        if not (d / "summary.json").is_file() or weights_file is None:
+            raise ValueError(f"{str(d)!r} is not a dqnlab run directory (no summary.json / {MODEL_FILE})")
         s = json.loads((d / "summary.json").read_text())
         if s.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"run {str(d)!r} has format_version {s.get('format_version')!r}; "
                              f"this dqnlab reads version {FORMAT_VERSION}")
-        with np.load(d / "weights.npz") as z:
-            weights = {k: z[k] for k in z.files}
+        if weights_file.name == MODEL_FILE:
+            weights = {k: dense_tensor(t).numpy() for k, t in torch.load(weights_file, weights_only=True).items()}
+        else:
+            with np.load(weights_file) as z:
+                weights = {k: z[k] for k in z.files}
         history_path = d / "history.csv"
         return cls(
             scheme=s["scheme"], config=TrainConfig.from_dict(s["config"]), workers=s["workers"],

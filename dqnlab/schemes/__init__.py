@@ -77,9 +77,9 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         one-thread processes on 127.0.0.1 is started for the run and closed after it.
     run_dir : path, optional
         Run directory: ``checkpoint.pt``, ``summary.json``, ``episodes.csv``,
-        ``history.csv``, ``weights.npz`` and ``model.pt`` are written there at the end of the run
+        ``history.csv`` and ``model.pt`` are written there at the end of the run
         (budget spent, Stop, Ctrl-C; after a worker fault or a divergence the result
-        files, keeping the last good checkpoint) and, all but ``model.pt``, every
+        files, keeping the last good checkpoint) and every
         ``checkpoint_every`` seconds (see :mod:`dqnlab.runtime.checkpoint`); TensorBoard event files go to its
         ``tb/`` during the run (see ``tensorboard``).
     checkpoint_every : float, optional

@@ -260,6 +260,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     chunk = MAX_CHUNK if min_ratio <= 0 else int(SLACK_UPDATES * config.batch_size / min_ratio / (2 * workers))
     chunk = max(config.n_envs, min(MAX_CHUNK, chunk))
     tasks = [dict(config=config, worker=k, workers=workers, budget=budgets[k], clock=RunClock.of(loop), weights=init,
+                  version=learner.agent.updates,
                   epsilon=epsilons[k], lockstep=options.lockstep, max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
                   checkpointing=_checkpoint is not None, paused=learner.paused,
                   resume=None if resumed is None else resumed["actors"][k])
@@ -403,7 +404,7 @@ class _Learner(ActorFeed):
         while done < n:
             self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
             done += 1
-            if not self.lockstep and self.updates - self.broadcast_at >= self.weights_every:
+            if not self.lockstep and self.updates - self.broadcast_at >= self.weights_every and not self.group.stopping:
                 self.timing["learning"] += time.perf_counter() - t0
                 self._send_weights([k for k in range(self.workers) if k not in self.gone])
                 t0 = time.perf_counter()
@@ -468,8 +469,9 @@ class _Learner(ActorFeed):
         self.credit = float(state["credit"])
         self.started_at = None if state["started_at"] is None else int(state["started_at"])
         self.weights_sent, self.broadcast_at = int(state["weights_sent"]), int(state["broadcast_at"])
-        # Each actor holds the weights its own state says (an order in flight at the end of a run was lost).
-        self.version_sent = [int(a["st"]["version"]) for a in actors]
+        # Each actor holds the weights its own state says (an order in flight at the end of a run was lost); an
+        # actor whose state keeps no weights (not lockstep) starts from the learner's.
+        self.version_sent = [self.agent.updates if a["weights"] is None else int(a["st"]["version"]) for a in actors]
         self.paused, self.pauses = bool(state["paused"]), int(state["pauses"])
         self.catch_up_s = float(state["catch_up_s"])
 

@@ -303,7 +303,7 @@ class _Parent(LearnerWorkers):
             self.complete_rounds()
             return
         super().receive(msg)
-        if isinstance(msg, Report) and msg.done:
+        if isinstance(msg, Report) and msg.weights is not None:  # a last report without a final state
             self.weights[msg.worker] = msg.weights
 
     def exited(self, worker: int) -> None:
@@ -315,10 +315,13 @@ class _Parent(LearnerWorkers):
 
     def complete_rounds(self) -> None:
         """Close every open round that every learner still running has checked in to (not while
-        a checkpoint is gathered: the checkpoint keeps the round open)."""
+        a checkpoint is gathered, nor once the learners are told to stop: the checkpoint keeps the round
+        open, and a resumed run closes it)."""
+        if self.checkpoint_pending or (self.group is not None and self.group.stopping):
+            return
         for r in sorted(self.rounds):
             posted = self.rounds[r]
-            if not self.alive <= set(posted) or self.checkpoint_pending:
+            if not self.alive <= set(posted):
                 continue
             del self.rounds[r]
             ks = sorted(posted)
@@ -341,7 +344,7 @@ class _Parent(LearnerWorkers):
 
     def absorb(self, k: int, state: dict[str, Any]) -> None:
         super().absorb(k, state)
-        self.weights[k] = {name: t.detach().numpy().copy() for name, t in state["learner"]["agent"]["online"].items()}
+        self.weights[k] = {name: t.detach().numpy() for name, t in state["learner"]["agent"]["online"].items()}
 
     def absorb_extra(self, k: int, state: dict[str, Any]) -> dict[str, Any]:
         return {"score": recent_score([r for r in self.rows if r["worker"] == k], SCORE_WINDOW)}
@@ -405,14 +408,16 @@ class _IndependentLearner(LearnerTask):
         self.comm += time.perf_counter() - t0
 
     def sync_wait(self) -> None:
-        """Wait for the round's weights (None: the round did not sync; a stop ends the wait)."""
+        """Wait for the round's weights (None: the round did not sync). A stop ends the wait with the round
+        still awaited: the parent closes no round once it has told the learners to stop, so the checkpoint
+        keeps the round open with this learner waiting on it, and a resumed run waits for it again."""
         reply = self.ch.wait()
         if isinstance(reply, NewWeights):
             if reply.weights is not None:
                 self.learner.agent.set_weights(reply.weights)
+            self.awaiting = None
         elif not self.ch.stopped:
             raise UnexpectedMessage(f"learner {self.ch.worker} (at a sync barrier)", reply)
-        self.awaiting = None
 
     def update_limit(self) -> int:
         return (self.schedule.last_round + 1) * self.schedule.sync_every

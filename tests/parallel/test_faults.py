@@ -100,7 +100,8 @@ def _per_worker_numbering_is_whole(episodes: pd.DataFrame) -> bool:
 @pytest.mark.parametrize("scheme", ["independent", "sharded"])  # sharded: a gloo group (its default comm)
 def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, scheme):
     out = tmp_path / "run"
-    run = _Run(tmp_path, *TRAIN, "--scheme", scheme, "--out", str(out))
+    shown = [a for a in TRAIN if a != "--no-progress"]  # with the progress bar, what it does is said above it
+    run = _Run(tmp_path, *shown, "--scheme", scheme, "--out", str(out))
     try:
         # the checkpoint is written just before summary.json: wait for both
         _wait_for(lambda: (out / "checkpoint.pt").exists() and (out / "summary.json").exists(), 120, run.proc)
@@ -110,6 +111,7 @@ def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, s
         assert code == 130, run.stderr
         assert waited < 30  # "within seconds" (generous: the machine is shared)
         assert "[interrupted]" in run.stdout and "Traceback" not in run.stderr
+        assert "dqnlab: Ctrl-C: ending the run" in run.stderr and "dqnlab: saved in" in run.stderr  # said, as it goes
         assert run.left_behind() == []
     finally:
         run.kill()

@@ -159,6 +159,7 @@ def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_p
     ck = load_checkpoint(mid)
     assert ck["scheme"] == "actors" and ck["status"] == "running" and 0 < ck["env_steps"] < first.env_steps
     assert first.status == "stopped" and load_checkpoint(run_dir)["env_steps"] == first.env_steps
+    assert ck["state"]["actors"][0]["weights"] is not None  # lockstep: the actor's own copy, for an exact resume
     # from the checkpoint written mid-run (the actor's state taken at the barrier), and from the final one (Stop)
     for d in (mid, run_dir):
         resumed = dqnlab.train(resume=d, progress=False, learner_threads=torch.get_num_threads())
@@ -177,6 +178,8 @@ def test_actors_two_workers_resume_a_mid_run_checkpoint(cfg, tmp_path):
     ck = load_checkpoint(mid)
     assert ck["status"] == "running" and ck["workers"] == 2
     learner, actors = ck["state"]["learner"], ck["state"]["actors"]
+    # overlapped actors keep no copy of the weights: a resumed one starts from the learner's, as after a broadcast
+    assert all(a["weights"] is None for a in actors)
     # one cut: the learner holds every transition the actors took, and every game they finished
     assert learner["steps"] == [a["st"]["env_steps"] for a in actors]
     assert sum(learner["steps"]) == learner["env_steps"] == ck["env_steps"] > 0
@@ -258,7 +261,7 @@ def test_a_crash_while_writing_keeps_the_previous_checkpoint(tmp_path, monkeypat
 
 
 def test_large_mostly_zero_tables_are_stored_by_their_non_zero_entries_and_come_back_bit_exact(tmp_path):
-    from dqnlab.runtime.checkpoint import SPARSE_MIN_SIZE
+    from dqnlab.runtime.compact import SPARSE_MIN_SIZE
 
     rng = np.random.default_rng(0)
     table = np.zeros(4 * SPARSE_MIN_SIZE, np.float32)  # an n-tuple table that has seen a few features

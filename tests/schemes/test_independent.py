@@ -105,3 +105,33 @@ def test_independent_best_makes_learners_identical_after_each_sync(cfg):
     none = dqnlab.train("independent", cfg.replace(total_env_steps=2_000), workers=2, progress=False,
                         sync="none", sync_every=10)
     assert rounds[-1]["divergence"] < none.extra["divergence"][-1]["divergence"]
+
+
+def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stopped_at_the_barrier_still_awaits_it():
+    from types import SimpleNamespace
+
+    from dqnlab.parallel.messages import NewWeights, Stop, SyncPost
+    from dqnlab.schemes.independent import _IndependentLearner, _Parent
+
+    sent = []
+    group = SimpleNamespace(stopping=True, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
+    w = [{"w": np.full(3, float(k), np.float32)} for k in range(2)]
+    parent = _Parent(2, 8, w[0], "periodic", 500.0)
+    parent.group, parent.loop = group, SimpleNamespace(elapsed=1.0)
+    for k in range(2):
+        parent.receive(SyncPost(k, 1, True, w[k], 0.0, 100, 50))
+    assert sent == [] and set(parent.own_state()["parent"]["rounds"][1]) == {0, 1}  # kept open for the checkpoint
+    group.stopping = False  # as a resumed run: the round closes, every learner gets the average
+    parent.complete_rounds()
+    assert [k for k, _ in sent] == [0, 1] and all(isinstance(m, NewWeights) for _, m in sent)
+    np.testing.assert_array_equal(sent[0][1].weights["w"], np.full(3, 0.5, np.float32))
+
+    got = []
+    learner = object.__new__(_IndependentLearner)  # only its barrier: the learner's wait for round 1
+    learner.learner = SimpleNamespace(agent=SimpleNamespace(set_weights=got.append))
+    learner.ch, learner.awaiting = SimpleNamespace(wait=Stop, stopped=True), 1
+    learner.sync_wait()
+    assert learner.awaiting == 1 and got == []  # its checkpoint state says it waits on round 1
+    learner.ch = SimpleNamespace(wait=lambda: sent[0][1], stopped=False)
+    learner.sync_wait()
+    assert learner.awaiting is None and got == [sent[0][1].weights]

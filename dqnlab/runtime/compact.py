@@ -1,0 +1,57 @@
+"""Mostly-zero arrays stored by their non-zero entries: how run directories stay small.
+
+A young n-tuple table (4x6 tuples: 67M float32 entries, 268 MB dense) is mostly the zeros of
+features no board has reached yet. ``checkpoint.pt`` and ``model.pt`` store such an array by
+its non-zero entries, bit-exact, where that takes under half its dense bytes; every other
+array is stored as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["SPARSE_MIN_SIZE", "nonzero_entries", "saved_tensor", "dense_tensor"]
+
+#: Arrays (and tensors) of at least this many elements are stored as their non-zero entries where that takes
+#: under half their bytes.
+SPARSE_MIN_SIZE = 1 << 20
+
+
+def nonzero_entries(a: np.ndarray, rows: bool = False) -> np.ndarray | None:
+    """The flat indices (``rows``: the first-axis indices) of ``a``'s non-zero entries, or None where
+    storing ``a`` densely is as small (or ``a`` is under :data:`SPARSE_MIN_SIZE` elements, or not numeric).
+
+    Zero means all bits zero, so -0.0 and NaN payloads are kept. Indices are int32 where the array has
+    under 2^31 elements (``rows``: int64, as torch's sparse tensors need), else int64.
+    """
+    if a.size < SPARSE_MIN_SIZE or a.dtype.kind not in "fiu" or (rows and a.ndim == 0):
+        return None
+    bits = np.ascontiguousarray(a).view(f"u{a.itemsize}")
+    if rows:
+        index = np.flatnonzero(bits.reshape(len(a), -1).any(axis=1))
+        stored = index.size * (8 + a.itemsize * (a.size // max(len(a), 1)))
+    else:
+        index = np.flatnonzero(bits.reshape(-1))
+        index = index.astype(np.int32) if a.size < 2**31 else index
+        stored = index.nbytes + index.size * a.itemsize
+    return index if stored < a.nbytes // 2 else None
+
+
+def saved_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """``a`` as a CPU tensor to :func:`torch.save`: a sparse COO tensor over its first axis (one entry per
+    non-zero row, ``t.to_dense()`` gives ``a`` back bit-exact) where :func:`nonzero_entries` says that is
+    under half the bytes, else dense."""
+    t = torch.as_tensor(a).detach().cpu()
+    if t.is_sparse:
+        return t
+    rows = nonzero_entries(t.numpy(), rows=True)
+    if rows is None:
+        return t.clone() if isinstance(a, torch.Tensor) else t
+    index = torch.from_numpy(rows).unsqueeze(0)
+    return torch.sparse_coo_tensor(index, t[index[0]], t.shape, is_coalesced=True, check_invariants=False)
+
+
+def dense_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A tensor read from a file, dense (the inverse of :func:`saved_tensor`)."""
+    return t.to_dense() if t.is_sparse else t
