@@ -26,10 +26,13 @@ The group is a ``ProcessGroupGloo`` of the run's own (:class:`Collectives`), not
 process's default group. Rendezvous: a ``torch.distributed.TCPStore`` served by the parent on a free port of
 :func:`store_host` (127.0.0.1 for local workers; on a Dask cluster the address by
 which this machine reaches the scheduler, or ``DQNLAB_STORE_HOST``); gloo then opens
-one TCP connection between every pair of ranks on ephemeral ports (pick the network
-interface with ``GLOO_SOCKET_IFNAME``). Collectives time out after
-:data:`COLLECTIVE_TIMEOUT_S`; a rank that dies closes its connections, so the others'
-collective fails at once and the run ends naming the worker (:class:`AllReduceGroup`).
+one TCP connection between every pair of ranks on ephemeral ports, each rank listening on its
+address on the route to the store's host (:meth:`Collectives.join`; ``GLOO_SOCKET_IFNAME`` names an
+interface instead). Joining times out after :data:`COLLECTIVE_TIMEOUT_S`, and rank 0's collectives,
+once the first update is done, after :data:`PEER_TIMEOUT_S`. A rank that dies closes its connections,
+so the others' collective fails at once; one whose host cannot be reached stops answering and beating
+(:class:`~dqnlab.parallel.messages.Heartbeat`); either way the run ends naming the worker and its host
+(:class:`AllReduceGroup`).
 """
 
 from __future__ import annotations
@@ -56,17 +59,20 @@ from ..replay import Minibatch
 from ..runtime.errors import TaskFailed
 from .dask import active_dask_client
 from .faults import check_fault, describe
-from .messages import HEARTBEAT_S, SILENCE_S, Failed, Hello, Report, StateReply
+from .messages import HEARTBEAT_S, Failed, Hello, Report, StateReply
 from .procwatch import exit_from_pool_error
-from .tasks import LOST_GRACE_S, Channel, TaskGroup
+from .tasks import Channel, TaskGroup
 
-__all__ = ["COLLECTIVE_TIMEOUT_S", "COMM_CHANNELS", "Collectives", "Replica", "AllReduceGroup", "store_host",
+__all__ = ["COLLECTIVE_TIMEOUT_S", "PEER_TIMEOUT_S", "COMM_CHANNELS", "Collectives", "Replica", "AllReduceGroup", "store_host",
            "pack_minibatch", "unpack_minibatch", "shipped_columns", "reprioritize"]
 
 #: The two ways ``sharded`` and ``averaged`` combine their workers' steps (``comm`` option).
 COMM_CHANNELS = ("allreduce", "joblib")
 #: Seconds a collective (or the rendezvous) may wait for a peer before the run ends with an error.
 COLLECTIVE_TIMEOUT_S = 60.0
+#: Seconds a collective at rank 0 waits for the other ranks once the first update is done (each takes
+#: milliseconds; a rank that is silent this long stopped, or its host cannot be reached).
+PEER_TIMEOUT_S = 5.0
 #: Seconds between a worker rank's reports of its time split to the parent.
 _REPORT_EVERY_S = 1.0
 
@@ -229,10 +235,10 @@ class Collectives:
         self.pg = dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), self.rank, self.world, options)
 
     def tighten(self) -> None:
-        """From now on a collective fails after :data:`~dqnlab.parallel.messages.SILENCE_S` without an answer
-        (a rank cut off on another host ends the run in seconds, not gloo's minute). Rank 0 calls it after
-        the first update, which may compile kernels at every rank."""
-        self.pg.set_timeout(datetime.timedelta(seconds=SILENCE_S))
+        """From now on a collective fails after :data:`PEER_TIMEOUT_S` without an answer (a rank cut off on
+        another host ends the run in seconds, not gloo's minute). Rank 0 calls it after the first update,
+        which may compile kernels at every rank."""
+        self.pg.set_timeout(datetime.timedelta(seconds=PEER_TIMEOUT_S))
 
     def leave(self) -> None:
         """Close this rank's connections (a peer waiting on one of them fails at once). Idempotent."""
@@ -515,6 +521,7 @@ class AllReduceGroup:
             dict(states[r]["timing"]) if states else {"compute": 0.0, "comm": 0.0} for r in range(1, workers)]
         self.parts = [_Part(agent.config.batch_size, shipped_columns(agent.config)) for _ in range(workers)]
         self.tasks: TaskGroup | None = None
+        self.started_on: dict[int, str] = {}  # each worker task's host (from its hello), kept after the group ends
         self.store: Any = None  # the rendezvous TCPStore (rank 0 serves it) while the group is up
         self.updates = 0  # updates driven by this group (this session of the run)
         self.joined = False
@@ -535,6 +542,7 @@ class AllReduceGroup:
                        state=self.start_states[r] if self.start_states else start, fault=self.fault)
                   for r in range(1, self.workers)]
         self.tasks = TaskGroup(replica_task, kwargs, own_processes=True).__enter__()
+        self.started_on = self.tasks.hosts
         try:
             self._rendezvous(prefix)
         except BaseException:
@@ -547,6 +555,7 @@ class AllReduceGroup:
         deadline = time.perf_counter() + COLLECTIVE_TIMEOUT_S
         while len(self.tasks.pids) < self.workers - 1:
             self._take_messages(0.1)
+            self._check_silence()
             if time.perf_counter() > deadline or not self.tasks.alive:
                 raise self._failure(RuntimeError("worker ranks did not start"))
         try:
@@ -571,7 +580,7 @@ class AllReduceGroup:
             self.coll.leave()
             self.joined = False
         self.tasks.stop()  # (and the pool's spare processes)
-        deadline = time.perf_counter() + (LOST_GRACE_S if self.tasks.lost else 10.0)
+        deadline = time.perf_counter() + (0.0 if self.tasks.lost else 10.0)  # (TaskGroup.close waits for a lost one)
         with contextlib.suppress(TaskFailed):  # (the run's error, if any, is known already)
             while self.tasks.alive and time.perf_counter() < deadline:
                 self._take_messages(0.05)
@@ -643,6 +652,7 @@ class AllReduceGroup:
             for msg in self._take_messages(0.05):
                 if isinstance(msg, StateReply) and msg.id == ask:
                     got[msg.worker + 1] = msg.state
+            self._check_silence()
             if time.perf_counter() > deadline or not self.tasks.alive:
                 raise self._failure(RuntimeError("a worker rank did not send its state"))
         states = [own] + [got[r] for r in range(1, self.workers)]
@@ -651,6 +661,10 @@ class AllReduceGroup:
         if with_agents:
             self.gathered = (self.replica.agent.updates, states)
         return states
+
+    def hosts(self) -> list[str | None]:
+        """Each rank's host (rank 0: this machine's name; None for a rank not started)."""
+        return [socket.gethostname()] + [self.started_on.get(r) for r in range(self.workers - 1)]
 
     def states_after_failure(self) -> list[dict[str, Any]] | None:
         """Every rank's :meth:`Replica.state` once a worker rank has failed, where rank 0 holds them all: the
@@ -682,10 +696,15 @@ class AllReduceGroup:
         """
         if self.tasks is not None:
             self._take_messages(0.0)
-            lost = self.tasks.silent()
-            if lost is not None:
-                self.broken = True
-                raise TaskFailed(lost[0] + 1, *lost[1:])
+            self._check_silence()
+
+    def _check_silence(self) -> None:
+        """Raise :class:`TaskFailed` for a rank silent for :data:`~dqnlab.parallel.messages.SILENCE_S` (call with
+        the messages just read)."""
+        lost = self.tasks.silent()
+        if lost is not None:
+            self.broken = True
+            raise TaskFailed(lost[0] + 1, *lost[1:])
 
     def _scatter(self, command: int, value: int, sizes: list[int] | None = None, grad_norm: bool = False) -> None:
         """Send every worker rank ``command`` with ``value`` (and its part of ``sizes[r]`` transitions,

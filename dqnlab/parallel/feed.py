@@ -155,7 +155,7 @@ class ActorFeed(Coordinator):
         return max(0.0, wall - sum(self.timing.values()))
 
     def per_actor(self) -> list[dict[str, Any]]:
-        """Per actor: ``worker``, ``pid``, ``env_steps``, ``episodes``, ``epsilon``, seconds
+        """Per actor: ``worker``, ``pid``, ``host``, ``env_steps``, ``episodes``, ``epsilon``, seconds
         ``acting_s``, ``sending_s``, ``receiving_s``, ``waiting_s``, ``loading_weights_s``,
         and ``weights_loads``, ``waits``."""
         out = []
@@ -163,6 +163,7 @@ class ActorFeed(Coordinator):
             t = a.get("timing", {})
             out.append({
                 "worker": k, "pid": (self.group.pids.get(k) if self.group is not None else None),
+                "host": (self.group.hosts.get(k) if self.group is not None else None),
                 "env_steps": self.steps[k], "episodes": sum(1 for r in self.rows if r["worker"] == k),
                 "epsilon": a.get("epsilon"), "acting_s": t.get("acting", 0.0), "sending_s": t.get("sending", 0.0),
                 "receiving_s": t.get("receiving", 0.0), "waiting_s": t.get("waiting", 0.0),

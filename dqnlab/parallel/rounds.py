@@ -311,8 +311,9 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
 
     def result(status: str | None = None) -> RunResult:
         compute, comm_s, _ = split_s()
-        per_worker = [{"worker": i, "learning_s": float(compute[i]), "communication_s": float(comm_s[i])}
-                      for i in range(workers)]
+        hosts = [None] * workers if group is None else group.hosts()
+        per_worker = [{"worker": i, "learning_s": float(compute[i]), "communication_s": float(comm_s[i]),
+                       "host": hosts[i]} for i in range(workers)]
         if group is None:
             rounds, round_s, own = stats.rounds, stats.round_s, {}
         else:

@@ -539,11 +539,16 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
     and the workers go on. While that is pending, ``group.checkpoint_pending`` is True;
     when it ends ``coordinator.checkpoint_ended()`` is called.
 
+    A worker is lost when its process dies, when its task starts a second time (a backend ran it again
+    after its process died), or when it sends nothing, not even a heartbeat, for
+    :data:`~dqnlab.parallel.messages.SILENCE_S` (its process stopped, or its host cannot be reached); the
+    run then ends naming it, its pid and host.
+
     Raises
     ------
     TaskFailed
         If a worker raised (after the others have stopped and sent what they had), or
-        a worker process died.
+        a worker was lost.
     """
     coordinator.group, coordinator.loop = group, loop
     error: tuple[int | None, str, str] | None = None
@@ -632,7 +637,7 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
 
 
 #: Seconds :meth:`TaskGroup.close` waits for the others once a worker is lost (it will not answer).
-LOST_GRACE_S = 3.0
+LOST_GRACE_S = 1.0
 #: Seconds a pool may take to end its call after one of its worker processes died, before the run ends
 #: without it (a backend that runs the lost task again never ends the call).
 DEATH_GRACE_S = 3.0

@@ -251,10 +251,11 @@ class LearnerWorkers(Coordinator):
 
     def per_worker(self) -> list[dict[str, Any]]:
         """Per learner: ``worker``, ``env_steps``, ``updates``, ``episodes``, ``acting_s``,
-        ``learning_s``, ``communication_s`` (seconds) and ``pid``."""
+        ``learning_s``, ``communication_s`` (seconds), ``pid`` and ``host``."""
         return [{"worker": k, "env_steps": w["env_steps"], "updates": w["updates"],
                  "episodes": sum(1 for r in self.rows if r["worker"] == k), "acting_s": w["timing"]["acting"],
                  "learning_s": w["timing"]["learning"],
                  "communication_s": w["comm_s"] + w.get("lock_wait_s", 0.0),
-                 "pid": None if self.group is None else self.group.pids.get(k)}
+                 "pid": None if self.group is None else self.group.pids.get(k),
+                 "host": None if self.group is None else self.group.hosts.get(k)}
                 for k, w in enumerate(self.latest)]
