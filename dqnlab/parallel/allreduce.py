@@ -750,6 +750,7 @@ class AllReduceGroup:
         self.broken = True
         cause = describe(error)
         deadline = time.perf_counter() + 5.0  # the failing rank's report is on its way
+        knock_on: TaskFailed | None = None  # a rank whose collective failed because another rank went away
         while self.tasks is not None and time.perf_counter() < deadline:
             try:
                 messages = self._take_messages(0.1)
@@ -757,7 +758,10 @@ class AllReduceGroup:
                 return rerun
             for msg in messages:
                 if isinstance(msg, Failed):
-                    return TaskFailed(msg.worker + 1, msg.message, msg.traceback)
+                    failed = TaskFailed(msg.worker + 1, msg.message, msg.traceback)
+                    if not _peer_went_away(msg.message):
+                        return failed
+                    knock_on = knock_on or failed
             first = self.tasks.watch.first
             if first is not None:
                 how = first[2] or exit_from_pool_error(cause) or "cause unknown"
@@ -771,6 +775,8 @@ class AllReduceGroup:
                 if how is not None:
                     who = 1 if self.workers == 2 else None
                     return TaskFailed(who, f"a worker process died ({how})", self.tasks.failure_tb)
+        if knock_on is not None:
+            return knock_on
         return TaskFailed(None, f"the process group failed: {cause.splitlines()[0]}", traceback.format_exc())
 
     # ------------------------------------------------------------------ accounting
@@ -784,6 +790,13 @@ class AllReduceGroup:
         if self.updates == 0:
             return None
         return (self.coll.bytes_scattered + self.coll.bytes_reduced) / self.updates
+
+
+def _peer_went_away(message: str) -> bool:
+    """Whether a rank's failure ``message`` is gloo's for a peer that closed its connection or stopped answering
+    (then the peer, not this rank, is the one to name)."""
+    return "gloo" in message and any(s in message for s in ("Connection reset", "Connection closed", "Timed out",
+                                                             "closed by peer", "pair closure"))
 
 
 def finite_or_raise(value: float, update: int) -> None:

@@ -35,7 +35,8 @@ def _log(hosts, name: str) -> str:
     return (hosts.tmp / name).read_text()
 
 
-@pytest.mark.parametrize(("scheme", "workers"), [("independent", 2), ("sharded", 3), ("averaged", 3), ("actors", 2)])
+# (independent and sharded train across both hosts in the fault tests below, until the fault)
+@pytest.mark.parametrize(("scheme", "workers"), [("averaged", 3), ("actors", 2)])
 def test_each_cluster_scheme_trains_with_work_on_both_hosts(hosts, tmp_path, scheme, workers):
     out = tmp_path / "run"
     proc = hosts.train("--scheme", scheme, "--workers", str(workers), "--env-steps", "2000", *ARGS, "--out", str(out),
@@ -49,7 +50,7 @@ def test_each_cluster_scheme_trains_with_work_on_both_hosts(hosts, tmp_path, sch
 
 
 def _start_long_run(hosts, out, scheme: str, workers: int, log: str):
-    """A run with a checkpoint about every second, once it has trained a little."""
+    """A run with a checkpoint about every second, once it has trained a little, with work on both hosts."""
     proc = hosts.train("--scheme", scheme, "--workers", str(workers), "--env-steps", "100000000", *ARGS,
                        "--checkpoint-every", "1", "--out", str(out), log=log)
     end = time.monotonic() + 90
@@ -57,6 +58,8 @@ def _start_long_run(hosts, out, scheme: str, workers: int, log: str):
         assert proc.poll() is None, _log(hosts, log)
         assert time.monotonic() < end, _log(hosts, log)
         time.sleep(0.5)
+    used = {w["host"] for w in json.loads((out / "summary.json").read_text())["extra"]["per_worker"]}
+    assert hosts.names["b"] in used, used
     return proc
 
 

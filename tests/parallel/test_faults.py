@@ -163,3 +163,29 @@ def test_a_killed_worker_process_is_named_and_nothing_is_left(tmp_path):
     # the shared-memory block and the lock file are gone
     assert not set(blocks) & set(os.listdir("/dev/shm"))
     assert not list((tmp_path / "tmp").glob("dqnlab-shared-*"))
+
+
+def test_a_worker_silent_for_too_long_is_named_with_its_host_and_a_second_hello_is_an_error(monkeypatch):
+    import queue
+
+    from dqnlab.parallel import tasks
+    from dqnlab.parallel.messages import SILENCE_S, Heartbeat, Hello, Report
+
+    clock = [1000.0]
+    monkeypatch.setattr(tasks.time, "monotonic", lambda: clock[0])
+    group = tasks.TaskGroup(print, [{}, {}])
+    group.inbox = queue.Queue()
+    assert group.hello(Hello(0, 11, 1, "host-a")) is None and group.hello(Hello(1, 12, 1, "host-b")) is None
+    clock[0] += SILENCE_S
+    group.inbox.put(Heartbeat(0))
+    group.inbox.put(Report(1, False, [], 0, 0, {}, 0.0, {}, {}))
+    assert group.get(0.0) == Report(1, False, [], 0, 0, {}, 0.0, {}, {})  # a heartbeat is taken, not returned
+    assert group.get(0.0) is None and group.silent() is None  # both heard from just now
+    clock[0] += SILENCE_S / 2
+    group.inbox.put(Heartbeat(1))
+    assert group.get(0.0) is None and group.silent() is None
+    clock[0] += SILENCE_S / 2 + 1  # worker 0: silent for SILENCE_S + 1 s
+    worker, message, _ = group.silent()
+    assert worker == 0 and "pid 11 on host-a" in message and "cannot be reached" in message and group.lost
+    worker, message, _ = group.hello(Hello(1, 13, 1, "host-b"))  # a backend ran worker 1's task again
+    assert worker == 1 and "pid 12 on host-b" in message and "pid 13 on host-b" in message

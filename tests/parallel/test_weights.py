@@ -43,3 +43,22 @@ def test_optimizer_state_average_and_roundtrip(cfg):
     name = next(iter(st))
     np.testing.assert_allclose(avg[name]["exp_avg"], 2 * st[name]["exp_avg"], rtol=1e-6)
     assert avg[name]["step"] == st[name]["step"] == 1.0
+
+
+def test_tables_larger_than_a_chunk_average_exactly_as_in_float64_and_give_the_divergence():
+    from dqnlab.parallel.weights import CHUNK
+
+    rng = np.random.default_rng(1)
+    n = 3 * CHUNK + 5  # (several chunks and a ragged end)
+    ws = [{"t": rng.normal(size=(n, 1)).astype(np.float32), "b": rng.normal(size=7).astype(np.float32)}
+          for _ in range(3)]
+    c = np.array([0.2, 0.3, 0.5])
+    got = average_weights(ws, c)
+    for name in ("t", "b"):
+        want = sum(ck * w[name].astype(np.float64) for ck, w in zip(c, ws)).astype(np.float32)
+        assert got[name].dtype == np.float32 and got[name].shape == ws[0][name].shape
+        np.testing.assert_array_equal(got[name], want)
+    flat = np.stack([np.concatenate([w["t"].ravel(), w["b"]]).astype(np.float64) for w in ws])
+    mean = flat.mean(axis=0)
+    d = np.linalg.norm(flat - mean, axis=1).mean()
+    assert divergence(ws) == pytest.approx((d, d / np.linalg.norm(mean)), rel=1e-9)
