@@ -133,14 +133,10 @@ class TwoHosts:
             raise RuntimeError(f"the Dask cluster did not get {n} workers: {done.stderr[-2000:]}\n{logs}")
 
     def worker_processes(self, host: str) -> list[int]:
-        """The pids of host ``host``'s Dask worker processes (the nanny's children)."""
+        """The pids of host ``host``'s Dask worker processes: the nanny's children that multiprocessing spawned
+        (``ip netns exec``, ``unshare`` and ``sh -c 'exec ...'`` each exec, so the nanny has the started pid)."""
         nanny = self.nannies[host].pid
-        found, parents = [], {nanny}
-        for _ in range(4):  # ip netns exec -> unshare -> sh (exec'd) -> nanny -> worker: walk down a few levels
-            children = [pid for pid in _all_pids() if _ppid(pid) in parents]
-            found += children
-            parents = set(children)
-        return [pid for pid in found if "dask" not in _cmdline(pid) or "spawn" in _cmdline(pid)]
+        return [pid for pid in _all_pids() if _ppid(pid) == nanny and "multiprocessing.spawn" in _cmdline(pid)]
 
     def train(self, *args: str, log: str = "train.log") -> subprocess.Popen:
         """``python -m dqnlab train --backend dask --dask-scheduler ... ARGS`` on host a."""

@@ -55,7 +55,7 @@ def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, b
     written (or a stop); its final state goes with the last message. ``resume`` is
     such a state to continue from; ``paused`` is the learner's throttle then. The state holds the actor's
     copy of the weights only in ``lockstep`` (where a resumed run is exact); an overlapped actor resumes with
-    the learner's weights, as after a broadcast, so that no 268 MB n-tuple table travels per actor.
+    the learner's weights, as after a broadcast, so that no copy of a large table travels per actor.
     ``budget``: its env steps (None: none); ``clock``: the run's start and time budget;
     ``fault``: the test hook's (:func:`~dqnlab.parallel.faults.check_fault`).
     """

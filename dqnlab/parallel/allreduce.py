@@ -533,7 +533,7 @@ class AllReduceGroup:
         if self.workers == 1:
             return self
         timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
-        self.host = host = store_host()
+        host = store_host()
         self.store = dist.TCPStore(host, 0, self.workers, is_master=True, wait_for_workers=False, timeout=timeout)
         prefix = f"dqnlab-{uuid.uuid4().hex}/"
         start = self.replica.state(with_agent=True)
@@ -544,13 +544,13 @@ class AllReduceGroup:
         self.tasks = TaskGroup(replica_task, kwargs, own_processes=True).__enter__()
         self.started_on = self.tasks.hosts
         try:
-            self._rendezvous(prefix)
+            self._rendezvous(prefix, host)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _rendezvous(self, prefix: str) -> None:
+    def _rendezvous(self, prefix: str, host: str) -> None:
         """Wait for every worker rank to start (a failed start is named), then join the group."""
         deadline = time.perf_counter() + COLLECTIVE_TIMEOUT_S
         while len(self.tasks.pids) < self.workers - 1:
@@ -559,7 +559,7 @@ class AllReduceGroup:
             if time.perf_counter() > deadline or not self.tasks.alive:
                 raise self._failure(RuntimeError("worker ranks did not start"))
         try:
-            self.coll.join(self.store, prefix, self.host)
+            self.coll.join(self.store, prefix, host)
         except Exception as e:  # a worker died before joining, or the rendezvous timed out
             raise self._failure(e) from e
         self.joined = True

@@ -11,11 +11,11 @@ import torch
 
 from ..agent.dqn import DQNAgent
 
-__all__ = ["Weights", "average_weights", "normalised_coefficients", "flatten_weights", "divergence",
+__all__ = ["Weights", "average_weights", "normalised_coefficients", "divergence",
            "optimizer_state", "load_optimizer_state", "average_optimizer_states"]
 
-#: Elements of a parameter averaged (or compared) at a time, in float64: a 268 MB n-tuple table needs no
-#: table-sized temporaries.
+#: Elements of a parameter averaged (or compared) at a time, in float64: an n-tuple table needs no
+#: temporaries of its own size.
 CHUNK = 1 << 16
 
 #: A network's parameters by name (:meth:`DQNAgent.get_weights`).
@@ -81,11 +81,6 @@ def normalised_coefficients(k: int, coefficients: Sequence[float] | np.ndarray |
         raise ValueError(f"coefficients must be {k} finite non-negative numbers with a positive sum, "
                          f"got {coefficients!r}")
     return c / c.sum()
-
-
-def flatten_weights(weights: Weights) -> np.ndarray:
-    """All parameters in one ``(P,)`` float64 vector (dict order)."""
-    return np.concatenate([np.asarray(v, np.float64).ravel() for v in weights.values()])
 
 
 def divergence(weights: Sequence[Weights]) -> tuple[float, float]:

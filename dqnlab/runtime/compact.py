@@ -25,7 +25,7 @@ def nonzero_entries(a: np.ndarray, rows: bool = False) -> np.ndarray | None:
     Zero means all bits zero, so -0.0 and NaN payloads are kept. Indices are int32 where the array has
     under 2^31 elements (``rows``: int64, as torch's sparse tensors need), else int64.
     """
-    if a.size < SPARSE_MIN_SIZE or a.dtype.kind not in "fiu" or (rows and a.ndim == 0):
+    if a.size < SPARSE_MIN_SIZE or a.dtype.kind not in "fiu":
         return None
     bits = np.ascontiguousarray(a).view(f"u{a.itemsize}")
     if rows:
@@ -38,16 +38,14 @@ def nonzero_entries(a: np.ndarray, rows: bool = False) -> np.ndarray | None:
     return index if stored < a.nbytes // 2 else None
 
 
-def saved_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
-    """``a`` as a CPU tensor to :func:`torch.save`: a sparse COO tensor over its first axis (one entry per
+def saved_tensor(a: np.ndarray) -> torch.Tensor:
+    """``a`` as a tensor to :func:`torch.save`: a sparse COO tensor over its first axis (one entry per
     non-zero row, ``t.to_dense()`` gives ``a`` back bit-exact) where :func:`nonzero_entries` says that is
-    under half the bytes, else dense."""
-    t = torch.as_tensor(a).detach().cpu()
-    if t.is_sparse:
-        return t
-    rows = nonzero_entries(t.numpy(), rows=True)
+    under half the bytes, else dense (sharing ``a``'s memory)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    rows = nonzero_entries(a, rows=True)
     if rows is None:
-        return t.clone() if isinstance(a, torch.Tensor) else t
+        return t
     index = torch.from_numpy(rows).unsqueeze(0)
     return torch.sparse_coo_tensor(index, t[index[0]], t.shape, is_coalesced=True, check_invariants=False)
 

@@ -189,7 +189,7 @@ class RunResult:
         atomic_write(d / "summary.json", lambda f: f.write(json.dumps(self.summary(), indent=2).encode()))
         atomic_write(d / "episodes.csv", lambda f: self.episodes.to_csv(f, index=False))
         atomic_write(d / "history.csv", lambda f: self.history.to_csv(f, index=False))
-        state_dict = {k: saved_tensor(np.ascontiguousarray(v)) for k, v in self.weights.items()}
+        state_dict = {k: saved_tensor(v) for k, v in self.weights.items()}
         atomic_write(d / MODEL_FILE, lambda f: torch.save(state_dict, f))
         (d / _OLD_WEIGHTS_FILE).unlink(missing_ok=True)
         return d
