@@ -308,15 +308,19 @@ class TrainConfig:
 #: * ``cnn``: the convolutional network learning afterstate values, symmetry augmentation;
 #:   small (32 channels), since every update evaluates 5 boards per transition on the CPU.
 #: * ``ntuple``: the 4x6-tuple network learning afterstate values by TD(0) (gamma 1, plain
-#:   SGD, no exploration, the target synced every update, a small replay used about once
-#:   per transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery. Learning
-#:   starts once the replay is full: a minibatch drawn from the first few moves of every
-#:   game holds the same near-empty boards, whose shared table rows take one summed step
-#:   per sample and blew the values up (seen with 2 shared workers, whose 512 boards fill
-#:   1,000 slots in 2 moves; 20,000 slots hold about 40 moves of each game).
-#: * ``ntuple-small``: the same with the 17 4-tuples (4.5 MB instead of 268 MB), for schemes
-#:   that ship weights between processes (``independent``, ``actors``, ``sharded``, ``averaged``);
-#:   its learning rate is scaled to its 136 placements (the step on V per transition is the same).
+#:   SGD, no exploration, the target synced every update, a replay used about once per
+#:   transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery. The replay holds
+#:   the last step of the 64 boards and a minibatch is 64 of them: TD(0) online, as the n-tuple
+#:   papers learn, batched, and the weight rows an update reads are those its step's act just
+#:   read, still in the CPU's caches (a replay of 20,000 cost a quarter of the speed and learnt
+#:   less per env step). The step on V per sample, ``lr * 2 * 32 / batch_size``, is 0.2. Learning starts after
+#:   50,000 env steps, once the games have drifted apart: a minibatch drawn from the first moves of
+#:   games started together holds near-identical boards, whose shared rows take one summed step
+#:   per sample and blow the values up.
+#: * ``ntuple-small``: the 17 4-tuples (4.5 MB instead of 268 MB), for schemes that ship
+#:   weights between processes (``independent``, ``actors``, ``sharded``, ``averaged``), with the
+#:   former replay (256 boards, 20,000 slots, minibatches of 256: fewer updates to communicate);
+#:   its learning rate is scaled to its 136 placements.
 #: * ``default``: the best learner found on 2 CPU cores, today ``ntuple``.
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(
@@ -342,13 +346,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "ntuple": dict(
         network="ntuple", ntuples="4x6", afterstate=True, optimizer="sgd", lr=0.2, loss="mse",
         max_grad_norm=None, gamma=1.0, reward_transform="none", target_update=1, double_dqn=False,
-        n_envs=256, buffer_size=20_000, batch_size=256, learning_starts=20_000, replay_ratio=1.0,
+        n_envs=64, buffer_size=64, batch_size=64, learning_starts=50_000, replay_ratio=1.0,
         epsilon_start=0.0, epsilon_end=0.0,
     ),
 }
 PRESETS["mlp-afterstate"] = {**PRESETS["mlp"], "afterstate": True, "augment_symmetry": True, "epsilon_start": 0.1,
                              "epsilon_end": 0.0, "epsilon_decay_steps": 100_000, "learning_starts": 5_000}
-PRESETS["ntuple-small"] = {**PRESETS["ntuple"], "ntuples": "17x4", "lr": 0.05}
+PRESETS["ntuple-small"] = {**PRESETS["ntuple"], "ntuples": "17x4", "lr": 0.05, "n_envs": 256, "buffer_size": 20_000,
+                           "batch_size": 256, "learning_starts": 20_000}
 PRESETS["default"] = PRESETS["ntuple"]
 
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 from numba import njit, types
 
-__all__ = ["now", "OFFSET"]
+__all__ = ["now", "clock_buffer", "OFFSET"]
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     _qpc = types.ExternalFunction("QueryPerformanceCounter", types.int32(types.intp))
@@ -23,8 +23,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     _TICK = 1.0 / _freq.value
 
     @njit(nogil=True, cache=True)
-    def _raw() -> float:
-        buf = np.zeros(1, np.int64)
+    def _raw(buf: np.ndarray) -> float:
         _qpc(buf.ctypes.data)
         return buf[0] * _TICK
 else:
@@ -34,17 +33,23 @@ else:
     _MONOTONIC = time.CLOCK_MONOTONIC
 
     @njit(nogil=True, cache=True)
-    def _raw() -> float:
-        buf = np.zeros(2, np.int64)  # struct timespec: seconds, nanoseconds
+    def _raw(buf: np.ndarray) -> float:  # buf: struct timespec, seconds and nanoseconds
         _gettime(_MONOTONIC, buf.ctypes.data)
         return buf[0] + buf[1] * 1e-9
 
 #: ``time.perf_counter() - _raw()``, measured at import (0 where both read the same clock, as on Linux).
-_raw()  # (compiled or loaded first, so that the offset measures the clocks alone)
-OFFSET = min((time.perf_counter() - _raw() for _ in range(3)), key=abs)
+_BUF = np.zeros(2, np.int64)
+_raw(_BUF)  # (compiled or loaded first, so that the offset measures the clocks alone)
+OFFSET = min((time.perf_counter() - _raw(_BUF) for _ in range(3)), key=abs)
+
+
+def clock_buffer() -> np.ndarray:
+    """The ``(2,)`` int64 scratch array :func:`now` reads the clock into (one per caller, made once: a
+    kernel that reads the clock every step allocates nothing for it)."""
+    return np.zeros(2, np.int64)
 
 
 @njit(nogil=True, cache=True)
-def now() -> float:
-    """Seconds on the clock of :func:`time.perf_counter`, from compiled code."""
-    return _raw() + OFFSET
+def now(buf: np.ndarray) -> float:
+    """Seconds on the clock of :func:`time.perf_counter`, from compiled code; ``buf``: a :func:`clock_buffer`."""
+    return _raw(buf) + OFFSET

@@ -40,10 +40,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .bitboard import advance_batch, afterstate, kernel, legal_batch, new_boards_into, pack
-from .clock import now
+from .clock import clock_buffer, now
 from .ntuple import afterstate_rows, features, gather, sgd_rows
 
-__all__ = ["Hyper", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "OK", "RECORDS_FULL",
+__all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "OK", "RECORDS_FULL",
            "NON_FINITE"]
 
 #: Status of a chunk: ran to its end (or deadline); stopped before a step whose games might not fit
@@ -85,13 +85,70 @@ class Hyper(NamedTuple):
     n_step: int
 
 
-def workspace(n_envs: int, batch_size: int, placements: int) -> tuple:
-    """The scratch arrays of :func:`run_chunk` and :func:`learn_updates` for ``n_envs`` boards, minibatches of
-    ``batch_size`` and ``placements`` rows a board (allocated once per learner, not per step): the rows,
-    rewards and legality of the afterstates of the boards acted on and of the minibatch's next boards."""
-    return (np.empty((n_envs, 4, placements), np.int64), np.empty((n_envs, 4), np.float32),
-            np.empty((n_envs, 4), np.bool_), np.empty((batch_size, 4, placements), np.int64),
-            np.empty((batch_size, 4), np.float32), np.empty((batch_size, 4), np.bool_))
+class Work(NamedTuple):
+    """The scratch arrays of :func:`run_chunk` and :func:`learn_updates` (made once per learner by
+    :func:`workspace`, so that a step allocates nothing): for the ``N`` boards acted on, their
+    afterstates' weight rows ``(N, 4, P)`` int64, rewards ``(N, 4)`` float32 and legality ``(N, 4)`` bool,
+    the exploration draws ``(N,)`` bool and move scores ``(N, 4)`` float64; the same three for the ``B``
+    next boards of a minibatch, its slots, values, targets ``(B,)``, whether each next board is alive and
+    its move's own points; 16 bytes for a board, 4 values, and the clock's buffer.
+
+    The *row cache*: an afterstate's weight rows are a function of the board alone, so a board's rows
+    computed once serve twice. ``acted`` ``(N, 16)`` uint8 is the board whose rows ``rows[i]`` hold
+    (``acted_ok[i]``); ``cache_*`` hold the rows, rewards and legality of board ``cache_board[i]``
+    (``cache_ok[i]``), filled by an update that computed them for a transition whose next board is board
+    ``i``'s current one, and read by the next act on board ``i``; ``slot_env`` ``(C,)`` int64 is the board a
+    replay slot was written from (-1: not by this learner). Every use compares the 16 bytes first, so
+    a cache entry is never stale: it only saves the work of recomputing the same rows."""
+
+    rows: np.ndarray
+    rewards: np.ndarray
+    legal: np.ndarray
+    explore: np.ndarray
+    scores: np.ndarray
+    next_rows: np.ndarray
+    next_rewards: np.ndarray
+    next_legal: np.ndarray
+    slots: np.ndarray
+    q: np.ndarray
+    y: np.ndarray
+    alive: np.ndarray
+    own_points: np.ndarray
+    cells: np.ndarray
+    q4: np.ndarray
+    c4: np.ndarray
+    clock: np.ndarray
+    acted: np.ndarray
+    acted_ok: np.ndarray
+    cache_rows: np.ndarray
+    cache_rewards: np.ndarray
+    cache_legal: np.ndarray
+    cache_board: np.ndarray
+    cache_ok: np.ndarray
+    slot_env: np.ndarray
+
+
+def workspace(n_envs: int, batch_size: int, placements: int, capacity: int) -> Work:
+    """The :class:`Work` arrays for ``n_envs`` boards, minibatches of ``batch_size``, ``placements``
+    rows a board and a replay of ``capacity`` slots (all segments)."""
+    n, b, p = n_envs, batch_size, placements
+    return Work(np.empty((n, 4, p), np.int64), np.empty((n, 4), np.float32), np.empty((n, 4), np.bool_),
+                np.empty(n, np.bool_), np.empty((n, 4), np.float64),
+                np.empty((b, 4, p), np.int64), np.empty((b, 4), np.float32), np.empty((b, 4), np.bool_),
+                np.empty(b, np.int64), np.empty(b, np.float32), np.empty(b, np.float32), np.empty(b, np.bool_),
+                np.empty(b, np.int64), np.empty(16, np.uint8), np.empty(4, np.float32), np.empty(4, np.float32),
+                clock_buffer(), np.zeros((n, 16), np.uint8), np.zeros(n, np.bool_), np.empty((n, 4, p), np.int64),
+                np.empty((n, 4), np.float32), np.empty((n, 4), np.bool_), np.zeros((n, 16), np.uint8),
+                np.zeros(n, np.bool_), np.full(capacity, -1, np.int64))
+
+
+@kernel
+def _same(a, b):
+    """Whether two 16-byte boards are equal."""
+    for c in range(16):
+        if a[c] != b[c]:
+            return False
+    return True
 
 
 @kernel
@@ -118,19 +175,26 @@ def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
     """``DQNAgent.act``: epsilon-greedy over the legal moves; greedy is the best ``r + V(afterstate)``
     (the afterstates' weight rows of all boards first, then their values)."""
     n = boards.shape[0]
-    explore = np.empty(n, np.bool_)
+    explore, scores, scratch = work.explore, work.scores, work.cells
     for i in range(n):
         explore[i] = rng.random() < epsilon
-    scores = np.empty((n, 4), np.float64)
     for i in range(n):
         for a in range(4):
             scores[i, a] = rng.random()
-    scratch = np.empty(16, np.uint8)
     online, _, runs, n_runs, offsets = net
-    rows, rewards, legal = work[0], work[1], work[2]
+    rows, rewards, legal = work.rows, work.rewards, work.legal
     for i in range(n):
-        if not explore[i]:
+        work.acted_ok[i] = not explore[i]
+        if explore[i]:
+            continue
+        work.acted[i] = boards[i]
+        if work.cache_ok[i] and _same(work.cache_board[i], boards[i]):
+            rows[i] = work.cache_rows[i]
+            rewards[i] = work.cache_rewards[i]
+            legal[i] = work.cache_legal[i]
+        else:
             afterstate_rows(boards[i], runs, n_runs, offsets, hp.log_rewards, scratch, rows[i], rewards[i], legal[i])
+        work.cache_ok[i] = False
     for i in range(n):
         if not explore[i]:
             for a in range(4):
@@ -144,10 +208,12 @@ def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
 
 
 @kernel
-def _store(replay, me, ctr, board, action, reward, next_board, done, next_mask, steps):
-    """``ReplayBuffer.add_batch`` of one transition into segment ``me`` (data first, then its size)."""
+def _store(replay, me, ctr, board, action, reward, next_board, done, next_mask, steps, env, slot_env):
+    """``ReplayBuffer.add_batch`` of one transition of board ``env`` into segment ``me`` (data first, then
+    its size)."""
     r_boards, r_actions, r_rewards, r_next, r_dones, r_masks, r_steps, lo, cap, pos, size = replay
     slot = lo[me] + pos[me]
+    slot_env[slot] = env
     r_boards[slot] = board
     r_actions[slot] = action
     r_rewards[slot] = reward
@@ -161,13 +227,14 @@ def _store(replay, me, ctr, board, action, reward, next_board, done, next_mask, 
 
 
 @kernel
-def _push(nstep, replay, ctr, hp, boards, actions, rewards, next_boards, dones, next_masks, ended):
+def _push(nstep, replay, ctr, hp, boards, actions, rewards, next_boards, dones, next_masks, ended, slot_env):
     """``NStepReturns.push`` then ``add_batch``: the transitions a step completes, oldest first."""
     me = ctr[_ME]
     n_envs = boards.shape[0]
     if hp.n_step == 1:
         for i in range(n_envs):
-            _store(replay, me, ctr, boards[i], actions[i], rewards[i], next_boards[i], dones[i], next_masks[i], 1)
+            _store(replay, me, ctr, boards[i], actions[i], rewards[i], next_boards[i], dones[i], next_masks[i], 1, i,
+                   slot_env)
         return
     ring_b, ring_a, ring_r, pending = nstep
     n = hp.n_step
@@ -189,7 +256,7 @@ def _push(nstep, replay, ctr, hp, boards, actions, rewards, next_boards, dones, 
             if d < pending[i] and (ended[i] or d == n - 1):
                 t_slot = (slot - d) % n
                 _store(replay, me, ctr, ring_b[t_slot, i], ring_a[t_slot, i], np.float32(back[d, i]),
-                       next_boards[i], dones[i], next_masks[i], d + 1)
+                       next_boards[i], dones[i], next_masks[i], d + 1, i, slot_env)
     for i in range(n_envs):
         pending[i] = 0 if ended[i] else min(pending[i], n - 1)
 
@@ -206,24 +273,19 @@ def _argmax_legal(q):
 
 
 @kernel
-def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work):
+def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, cells):
     """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
     ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
     segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
-    gradient (for its norm); ``work``: the workspace of :func:`workspace`. Returns :data:`OK`, or :data:`NON_FINITE` at an update whose loss is NaN
+    gradient (for its norm); ``work``: the learner's :class:`Work`; ``cells`` ``(N, 16)`` uint8: the
+    boards the next act will play (the row cache's; ``(0, 16)``: none). Returns :data:`OK`, or :data:`NON_FINITE` at an update whose loss is NaN
     or infinite (nothing of it applied; the updates before it stay)."""
     r_boards, r_actions, r_rewards, r_next, r_dones, _, r_steps, lo, _, _, size = replay
     online, target, runs, n_runs, offsets = net
     b_size = hp.batch_size
-    q = np.empty(b_size, np.float32)
-    y = np.empty(b_size, np.float32)
-    q4 = np.empty(4, np.float32)
-    c4 = np.empty(4, np.float32)
-    slots = np.empty(b_size, np.int64)
-    scratch = np.empty(16, np.uint8)
-    next_rows, next_rewards, next_legal = work[3], work[4], work[5]
-    alive = np.empty(b_size, np.bool_)
-    own_points = np.empty(b_size, np.int64)
+    q, y, q4, c4, slots, scratch = work.q, work.y, work.q4, work.c4, work.slots, work.cells
+    next_rows, next_rewards, next_legal = work.next_rows, work.next_rewards, work.next_legal
+    alive, own_points = work.alive, work.own_points
     n_seg = size.shape[0]
     sizes = np.empty(n_seg, np.int64)
     for u in range(updates):
@@ -241,12 +303,31 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
         for j in range(b_size):  # the weight rows of every afterstate first ...
             s = slots[j]
             board = r_boards[s]
-            b, big = pack(board)
-            after, points, _ = afterstate(board, b, big, r_actions[s], scratch)
-            own_points[j] = points
-            features(after, runs, n_runs, offsets, rows[j])
-            alive[j] = afterstate_rows(r_next[s], runs, n_runs, offsets, hp.log_rewards, scratch, next_rows[j],
-                                       next_rewards[j], next_legal[j]) and not r_dones[s]
+            i = work.slot_env[s]
+            a = r_actions[s]
+            if hp.n_step == 1 and i >= 0 and work.acted_ok[i] and _same(work.acted[i], board) and work.legal[i, a]:
+                rows[j] = work.rows[i, a]  # (own_points is read for n-step transitions only)
+            else:
+                b, big = pack(board)
+                after, points, _ = afterstate(board, b, big, a, scratch)
+                own_points[j] = points
+                features(after, runs, n_runs, offsets, rows[j])
+            nb = r_next[s]
+            if i >= 0 and work.cache_ok[i] and _same(work.cache_board[i], nb):
+                next_rows[j] = work.cache_rows[i]
+                next_rewards[j] = work.cache_rewards[i]
+                next_legal[j] = work.cache_legal[i]
+                legal_any = next_legal[j, 0] or next_legal[j, 1] or next_legal[j, 2] or next_legal[j, 3]
+            else:
+                legal_any = afterstate_rows(nb, runs, n_runs, offsets, hp.log_rewards, scratch, next_rows[j],
+                                            next_rewards[j], next_legal[j])
+                if 0 <= i < cells.shape[0] and _same(cells[i], nb):
+                    work.cache_rows[i] = next_rows[j]
+                    work.cache_rewards[i] = next_rewards[j]
+                    work.cache_legal[i] = next_legal[j]
+                    work.cache_board[i] = nb
+                    work.cache_ok[i] = True
+            alive[j] = legal_any and not r_dones[s]
         for j in range(b_size):  # ... then their values
             s = slots[j]
             q[j] = gather(online, rows[j])
@@ -324,7 +405,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
     fresh_legal = np.empty((n, 4), np.bool_)
     before = np.empty((n, 16), np.uint8)
     for step in range(act_steps):
-        t0 = now()
+        t0 = now(work.clock)
         if t0 >= deadline:
             return OK, step
         if ctr[_RECORDS] + n > records.shape[0]:
@@ -347,7 +428,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
             done[i] = terminated[i] or truncated
             finished += done[i]
         before[:] = cells
-        _push(nstep, replay, ctr, hp, before, actions, rewards, nxt, terminated, legal, done)
+        _push(nstep, replay, ctr, hp, before, actions, rewards, nxt, terminated, legal, done, work.slot_env)
         ctr[_ENV_STEPS] += n
         steps_of_all[me] = ctr[_ENV_STEPS]
         if finished:
@@ -356,7 +437,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
                 if done[i]:
                     k += 1
             new_boards_into(fresh[:k], env_rng)
-            wall = now()
+            wall = now(work.clock)
             eps_after = _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0])
             k = 0
             for i in range(n):
@@ -394,16 +475,16 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
             total += replay[10][k]
         if others + ctr[_ENV_STEPS] >= hp.learning_starts and total >= hp.batch_size:
             times[_CREDIT] += n * hp.updates_per_env_step
-        t1 = now()
+        t1 = now(work.clock)
         times[_ACTING] += t1 - t0
         if learn:
             owed = int(times[_CREDIT])
             if owed > 0:
-                status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work)
+                status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work, cells)
                 if status != OK:
                     return status, step + 1
                 times[_CREDIT] -= owed
-            times[_LEARNING] += now() - t1
+            times[_LEARNING] += now(work.clock) - t1
         if ctr[_UPDATES] >= update_limit:
             return OK, step + 1
     return OK, act_steps

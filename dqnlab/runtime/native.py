@@ -92,7 +92,7 @@ class NativeLoop:
         self.records = np.empty((max(RECORDS, c.n_envs), len(loops.RECORD_COLUMNS)), np.float64)  # (a step's games fit)
         self.rows = np.zeros((c.batch_size, 8 * len(agent.online.placements[2])), np.int64)
         self.slopes = np.zeros(c.batch_size, np.float32)
-        self.work = loops.workspace(c.n_envs, c.batch_size, self.rows.shape[1])
+        self.work: loops.Work | None = None  # (made for the replay the learner has when it first runs)
         self.ctr = np.zeros(len(loops.COUNTERS), np.int64)
         self.times = np.zeros(len(loops.TIMES), np.float64)
 
@@ -142,7 +142,8 @@ class NativeLoop:
         """
         replay, segments = self._begin()
         status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
-                                     self.totals, self.times, self.rows, self.slopes, self.work)
+                                     self.totals, self.times, self.rows, self.slopes, self.work,
+                                     self.learner.env.boards.reshape(-1, 16))
         self._end(segments, status)
 
     def _begin(self) -> tuple[tuple, tuple]:
@@ -150,6 +151,8 @@ class NativeLoop:
         ln, agent, c = self.learner, self.learner.agent, self.learner.config
         lo, cap, pos, size, me = segments = ln.buffer.segments()
         a = ln.buffer.arrays
+        if self.work is None or len(self.work.slot_env) != len(a["actions"]):
+            self.work = loops.workspace(c.n_envs, c.batch_size, self.rows.shape[1], len(a["actions"]))
         replay = (a["boards"].reshape(-1, 16), a["actions"], a["rewards"], a["next_boards"].reshape(-1, 16),
                   a["dones"], a["next_masks"], a["steps"], lo, cap, pos, size)
         self.ctr[:] = (ln.env_steps, agent.updates, 0, ln.nstep.t, 0, 0 if self.own_steps else me)

@@ -15,8 +15,8 @@ WEIGHT_TOL = dict(rtol=1e-5, atol=1e-5)
 
 
 def config(seed=0, **overrides):
-    return TrainConfig.preset("ntuple-small", total_env_steps=None, max_seconds=60, seed=seed, n_envs=N_ENVS,
-                              buffer_size=2000, batch_size=32, learning_starts=500, **overrides)
+    return TrainConfig.preset("ntuple-small", **{**dict(total_env_steps=None, max_seconds=60, seed=seed, n_envs=N_ENVS,
+                                                      buffer_size=2000, batch_size=32, learning_starts=500), **overrides})
 
 
 def pair(cfg):
@@ -96,6 +96,10 @@ VARIANTS = {
     "epsilon decay rate": dict(epsilon_start=0.5, epsilon_end=0.02, epsilon_decay_rate=0.97),
     "replay_ratio=4": dict(replay_ratio=4.0),
     "own tuples": dict(ntuples=((0, 1, 4, 5), (1, 2, 3, 9, 10, 11)), lr=0.1),
+    # a replay of the last step alone (the ntuple preset's): most rows come from the row cache
+    "replay of the last step": dict(buffer_size=N_ENVS, batch_size=N_ENVS),
+    "last step, n_step=3, exploring, max_moves=40": dict(buffer_size=N_ENVS, batch_size=N_ENVS, n_step=3,
+                                                         epsilon_start=0.3, epsilon_end=0.3, max_moves=40, lr=0.01),
 }
 
 
@@ -107,6 +111,21 @@ def test_native_steps_equal_the_python_loop(overrides):
         assert b.advance(N_ENVS) == N_ENVS
     assert a.updates > 20 and a.buffer.added > a.buffer.capacity  # it learned, and the buffer wrapped
     assert_same_state(a, b)
+
+
+def test_the_row_cache_serves_the_next_act():
+    """An update that computed the afterstate rows of a board the next act plays leaves them for it (and
+    the act takes them: the loops stay equal above, with a replay of one step)."""
+    a, _ = pair(config(seed=3, buffer_size=N_ENVS, batch_size=N_ENVS))
+    a.advance(N_ENVS * 60)  # past learning_starts
+    work = a.native.work
+    cached = np.flatnonzero(work.cache_ok)
+    assert len(cached) > N_ENVS // 4  # about 1 - 1/e of the boards are sampled by a step's update
+    boards = a.env.boards.reshape(N_ENVS, 16)
+    for i in cached:
+        np.testing.assert_array_equal(work.cache_board[i], boards[i])
+    a.advance(N_ENVS)
+    assert work.acted_ok.all()  # no exploration: every board's rows were taken (cached or computed)
 
 
 def test_native_games_finish():
