@@ -18,9 +18,9 @@ import os as _os
 
 # PyTorch's OpenMP threads spin while waiting for work. On a small machine where anything
 # else runs (another worker, a notebook, a test), spinning threads starve each other and a
-# 2-thread update can run 10x slower than a 1-thread one; passive waiting avoids that, and
+# 2-thread update can run many times slower than a 1-thread one; passive waiting avoids that, and
 # learners then take one thread each (see dqnlab.parallel.threads.torch_threads).
-# It only takes effect if torch is not imported yet; a value set by the user wins.
+# It only takes effect if torch is not imported yet; a value already in the environment wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .agent import DQNAgent, QNetwork

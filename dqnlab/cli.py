@@ -177,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=_positive_int, default=1,
                    help="peers, learner: PyTorch threads of the measuring process (default 1)")
     b.add_argument("--quick", action="store_true", help="peers, learner: tiny budgets, for a first look")
-    b.add_argument("--no-keras", action="store_true", help="peers: leave out the user's loop in Keras (slow)")
+    b.add_argument("--no-keras", action="store_true",
+                   help="peers: leave out the legacy per-transition loop in Keras (slow)")
     b.add_argument("--compile", action="store_true",
                    help="learner: also time torch.compile-d networks (compiling takes tens of seconds)")
     b.add_argument("--devices", default="cpu",

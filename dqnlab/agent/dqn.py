@@ -80,8 +80,8 @@ def _sparse_sgd_step(groups: list[dict[str, Any]]) -> bool:
     momentum, weight decay, maximize or differentiable) and some gradient is sparse.
 
     ``torch.optim.SGD`` adds a sparse COO gradient to its dense parameter as a sparse
-    tensor, about 10x slower than a flat ``index_add_`` for an n-tuple minibatch (8,192
-    rows of a 67M-row table; measured on the 2-core CPU). The result is the same up to
+    tensor, much slower than a flat ``index_add_`` for an n-tuple minibatch (thousands of
+    rows of a table of millions). The result is the same up to
     the order in which repeated rows are summed.
     """
     plain = all(isinstance(g["lr"], float) and not g["momentum"] and not g["weight_decay"] and not g["maximize"]
@@ -196,7 +196,7 @@ def epsilon_at(config: TrainConfig, env_steps: int, updates: int) -> float:
 
     Linear from ``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps`` env
     steps, or, when ``epsilon_decay_rate`` is set, ``epsilon_start * rate**updates``
-    floored at ``epsilon_end`` (the user's schedule).
+    floored at ``epsilon_end`` (the original trainer's schedule: the ``seed`` preset).
     """
     c = config
     if c.epsilon_decay_rate is not None:
@@ -730,13 +730,13 @@ class DQNAgent:
         return loss
 
     def legacy_update(self, batch: Minibatch) -> float:
-        """The user's original replay step: one transition at a time.
+        """The legacy per-transition replay step of the original trainer (the ``seed`` preset).
 
         For each of the ``B`` transitions: predict the target network on ``s'``,
         predict the online network on ``s``, overwrite the taken action's value with
         ``r + gamma max Q_target(s')`` (just ``r`` if terminal), and fit on that single
         sample with MSE over all four outputs (one optimiser step each), as in the
-        Keras ``predict``/``predict``/``fit`` loop of the user's trainer. Kept to
+        Keras ``predict``/``predict``/``fit`` loop of the original trainer. Kept to
         measure how much batching gains (``python -m dqnlab bench update``); counts
         as one update. Plain DQN only (no afterstates).
 
@@ -746,7 +746,7 @@ class DQNAgent:
             Mean of the ``B`` single-sample losses.
         """
         if self.config.afterstate:
-            raise ValueError("legacy_update is the user's per-transition Q-learning loop; it needs afterstate=False")
+            raise ValueError("legacy_update is the legacy per-transition Q-learning loop; it needs afterstate=False")
         losses = []
         gamma = self.config.gamma
         for i in range(len(batch.actions)):

@@ -85,7 +85,7 @@ class _OneHotLinear(torch.autograd.Function):
         ctx.save_for_backward(columns)
         ctx.n_inputs = weight.shape[1]
         # the rows of the embedding are the weight's columns; NumPy copies the transpose
-        # about twice as fast as Tensor.contiguous() on CPU (python -m dqnlab bench learner)
+        # faster than Tensor.contiguous() on CPU (see python -m dqnlab bench learner)
         # (on a GPU: Tensor.contiguous())
         rows = (torch.from_numpy(np.ascontiguousarray(weight.detach().numpy().T)) if weight.device.type == "cpu"
                 else weight.detach().t().contiguous())
@@ -113,7 +113,7 @@ class QNetwork(nn.Module):
     ----------
     encoding : {"onehot", "raw"}
         ``"onehot"``: each of the 16 cells one-hot over exponents 0-17 (288 inputs);
-        ``"raw"``: the 16 tile values as floats (the user's original input).
+        ``"raw"``: the 16 tile values as floats (the ``seed`` preset: the original trainer's input).
     hidden : tuple of int
         Units of each hidden ReLU layer.
     outputs : int
@@ -180,7 +180,7 @@ class QNetwork(nn.Module):
         per layer from the last, ``dW = grad.T @ input``, ``db = grad.sum(0)``, then
         ``grad = (grad @ W) * (input > 0)`` through the ReLU. No autograd graph is built:
         for the small matrices of DQN on a CPU that saves much of autograd's
-        per-operation overhead (gradients 1.1-1.3x faster in ``bench learner``), with
+        per-operation overhead (``bench learner`` times both; see docs/benchmarks.md), with
         the same gradient as ``loss.backward()`` up to float32 rounding.
 
         Parameters

@@ -1,8 +1,8 @@
 """Benchmarks: one module per benchmark, each returning plain data (rows, dicts) that
 ``python -m dqnlab bench ...`` prints as a table or JSON or writes into ``docs/*.md``.
 
-``game`` (the game's speed: the compiled core beside the NumPy rules, and beside gymnasium-2048), ``update`` (the user's per-transition
-loop against the batched update), ``scaling`` (each scheme at each worker count),
+``game`` (the game's speed: the compiled core beside the NumPy rules, and beside gymnasium-2048),
+``update`` (the legacy per-transition loop against the batched update), ``scaling`` (each scheme at each worker count),
 ``acting`` (vectorised acting), ``peers`` (beside Stable-Baselines3, whose adapter is
 ``sb3``), ``learner`` (the update beside the machine's matrix-product speed), ``learning``
 (how strong a player each configuration makes per minute); ``timing`` and ``report`` hold

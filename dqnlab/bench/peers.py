@@ -1,6 +1,6 @@
 """``bench peers``: dqnlab beside Stable-Baselines3 and the gymnasium-2048 package.
 
-The game (:func:`~dqnlab.bench.game.bench_game`), the user's loop
+The game (:func:`~dqnlab.bench.game.bench_game`), the legacy per-transition loop
 (:func:`~dqnlab.bench.update.bench_update`), dqnlab's ``serial`` learner and SB3's DQN
 timed in alternation on the same config, and each parallel scheme's rate; and the
 markdown section of ``docs/benchmarks.md`` they make.
@@ -163,7 +163,7 @@ def bench_peers(presets: Sequence[str] = ("seed", "mlp"), seconds: float = 20.0,
                 workers: int = 2, scheme_seconds: float = 20.0, schemes: Sequence[str] | None = None,
                 keras: bool = True, game_seconds: float = 0.5, update_min_time: float = 0.5,
                 warmup: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """Everything of ``python -m dqnlab bench peers``: the game, the user's loop, SB3 side by side.
+    """Everything of ``python -m dqnlab bench peers``: the game, the legacy loop, SB3 side by side.
 
     Parameters
     ----------
@@ -181,7 +181,7 @@ def bench_peers(presets: Sequence[str] = ("seed", "mlp"), seconds: float = 20.0,
         Parallel schemes to run with ``workers`` workers; default every scheme in
         :data:`dqnlab.SCHEMES` except ``serial``; ``()`` for none.
     keras : bool
-        Include the user's loop in Keras in the update rows (slow: seconds per move).
+        Include the legacy per-transition loop in Keras in the update rows (slow: a ``fit`` per transition).
     game_seconds, update_min_time : float
         Measuring time of the game rows and of each :func:`bench_update` repeat.
     warmup : int, optional
@@ -299,7 +299,8 @@ def peers_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench p
     else:
         out += ["gymnasium-2048 is not installed (`pip install gymnasium-2048`): its row is missing.", ""]
     u = res["update"]
-    out += ["### The user's loop", "", "One replay step of the `seed` preset (64 transitions, 16-256-256-4, "
+    out += ["### The legacy per-transition loop", "",
+            "One replay step of the `seed` preset (64 transitions, 16-256-256-4, "
             f"PyTorch on {u['torch_threads']} thread) per move, from `bench update` (wall clock).", "",
             md_table([{**r, "per_s": 1 / r["seconds_per_env_step"]} for r in u["rows"]],
                       {"method": "method", "seconds_per_env_step": "seconds per env step",

@@ -1,4 +1,7 @@
-"""``bench update``: the user's per-transition loop (PyTorch, Keras) against the batched update.
+"""``bench update``: the legacy per-transition loop (PyTorch, Keras) against the batched update.
+
+The legacy loop is the original trainer's replay step (the ``seed`` preset): a Keras
+``predict``, ``predict`` and ``fit`` per transition of the minibatch.
 
 Also the set-up the update benchmarks share: a preset checked to be an MLP, and an
 agent with a replay buffer filled by random play.
@@ -50,9 +53,9 @@ def agent_and_buffer(config: TrainConfig, seed: int) -> tuple[DQNAgent, ReplayBu
 
 
 def keras_legacy_step(config: TrainConfig, seed: int) -> Callable[[Minibatch], None] | None:
-    """The user's loop verbatim in Keras (``predict``, ``predict``, ``fit`` per sample).
+    """The legacy per-transition loop verbatim in Keras (``predict``, ``predict``, ``fit`` per sample).
 
-    Keras 3 on its PyTorch backend stands in for the user's Keras; returns None if
+    Keras 3 on its PyTorch backend stands in for the original trainer's Keras; returns None if
     Keras is not installed (it is in the ``dev`` and ``bench`` extras).
     """
     os.environ.setdefault("KERAS_BACKEND", "torch")
@@ -89,10 +92,10 @@ def keras_legacy_step(config: TrainConfig, seed: int) -> Callable[[Minibatch], N
 
 
 def bench_update(repeats: int = 5, min_time: float = 0.5, seed: int = 0, keras: bool = True) -> dict[str, Any]:
-    """Seconds per env step of the user's per-transition loop vs the batched update.
+    """Seconds per env step of the legacy per-transition loop vs the batched update.
 
     Uses the ``seed`` preset (one replay step of 64 transitions after every move, on
-    the user's 16-256-256-4 network), so seconds per update = seconds per env step.
+    the original trainer's 16-256-256-4 network), so seconds per update = seconds per env step.
     PyTorch runs on one thread for all three, so the comparison is about the loop,
     not about how many cores happen to be free.
 

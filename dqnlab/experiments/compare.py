@@ -1,4 +1,4 @@
-"""Notebook 07, every scheme compared on the same budget, and the user's claims beside what was measured."""
+"""Notebook 07, every scheme compared on the same budget, and the original request's claims beside what was measured."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from .trials import RunsProgress, Trial, greedy_at, new_figure, rolling_window, 
 __all__ = ["USER_CLAIMS", "compare_data", "compare_figure", "claims_table"]
 
 
-#: The user's pros and cons (their words, from the request) and what to measure for each.
+#: The pros and cons of each scheme as the original request (it came with the ``seed`` preset's trainer,
+#: ``shared/seed/``) worded them, quoted, and what to measure for each.
 USER_CLAIMS: tuple[dict[str, str], ...] = (
     {"scheme": "independent", "kind": "pro", "metric": "speedup",
      "claim": "Allows us to use process-based parallelism, which could speed my training up by maybe up to 12 times."},
@@ -41,9 +42,9 @@ USER_CLAIMS: tuple[dict[str, str], ...] = (
     {"scheme": "averaged", "kind": "con", "metric": "speedup", "claim": "Does not improve per-episode training time."},
     {"scheme": "actors", "kind": "goal", "metric": "speedup",
      "claim": "Implement true DQN parallel training (the request's title; actors is the field's answer, not one of "
-              "the user's ideas: one learner and one replay buffer, parallel acting)"},
+              "the request's schemes: one learner and one replay buffer, parallel acting)"},
     {"scheme": "actors", "kind": "goal", "metric": "lag",
-     "claim": "Preserves the true DQN nature of single process training (the user's hope for the shared scheme)"},
+     "claim": "Preserves the true DQN nature of single process training (the request's hope for the shared scheme)"},
 )
 
 
@@ -117,10 +118,10 @@ def _fraction(run: RunResult, key: str) -> float:
 
 
 def claims_table(data: dict[str, Any]) -> pd.DataFrame:
-    """Each of the user's pros and cons beside what the comparison measured.
+    """Each of the original request's pros and cons beside what the comparison measured.
 
     One row per claim of :data:`USER_CLAIMS` whose scheme ran: ``scheme``, ``kind``
-    (pro / con), ``claim`` (the user's words) and ``measured`` (a sentence built from
+    (pro / con), ``claim`` (the request's words) and ``measured`` (a sentence built from
     the numbers of ``data``, as returned by :func:`compare_data`).
     """
     by_scheme = {t.run.scheme: t for t in data["trials"]}

@@ -1,5 +1,5 @@
-"""Notebook 01, serial, why so slow: the user's per-transition loop against the batched update,
-and what that makes of the user's projection of 550 days for 10,000 episodes."""
+"""Notebook 01, serial, why so slow: the legacy per-transition loop against the batched update,
+and what that makes of the original request's projection of 550 days for 10,000 episodes."""
 
 from __future__ import annotations
 
@@ -18,15 +18,16 @@ __all__ = ["USER_PROJECTION_DAYS", "USER_EPISODES", "user_play_moves", "project_
            "serial_figure"]
 
 
-#: The user's projection (their request): 10,000 episodes would take 550 days.
+#: The original request's projection for its trainer (the ``seed`` preset, ``shared/seed/``), quoted as the
+#: figure the notebook tests: 10,000 episodes would take 550 days.
 USER_PROJECTION_DAYS = 550.0
 USER_EPISODES = 10_000
 
 
 def user_play_moves(games: int = 200, seed: int = 0, max_moves: int = 1_000) -> np.ndarray:
-    """Moves per game of the user's setup under uniform random play of all four moves.
+    """Moves per game of the original trainer's setup under uniform random play of all four moves.
 
-    The user's trainer picked among all four moves (a move that changes nothing was
+    The original trainer (the ``seed`` preset) picked among all four moves (a move that changes nothing was
     rewarded -25 and the game went on) and capped games at 1,000 moves; an agent that
     explores does about this. Returns the ``(games,)`` moves of each game.
     """
@@ -51,7 +52,7 @@ def project_days(seconds_per_move: float, moves_per_episode: float, episodes: in
 
 
 def serial_data(smoke: bool | None = None, seconds: float | None = None, seed: int = 0) -> dict[str, Any]:
-    """The user's per-transition loop vs the batched update, and two serial runs.
+    """The legacy per-transition loop vs the batched update, and two serial runs.
 
     ``seconds`` is the budget of each serial run (default 60 s; 2 s in smoke mode).
 
@@ -59,8 +60,8 @@ def serial_data(smoke: bool | None = None, seconds: float | None = None, seed: i
     -------
     dict
         ``bench``: :func:`dqnlab.bench.update.bench_update` (Keras only outside smoke mode);
-        ``random_moves``: moves per game of random play under the user's rules;
-        ``seed_run``: a serial run of the ``seed`` preset (the user's hyperparameters,
+        ``random_moves``: moves per game of random play under the original trainer's rules;
+        ``seed_run``: a serial run of the ``seed`` preset (the original trainer's hyperparameters,
         batched update); ``fast_run``: a serial run of :func:`explore_config`;
         ``projection``: a DataFrame of projected days for 10,000 episodes.
     """
@@ -84,24 +85,24 @@ def serial_data(smoke: bool | None = None, seconds: float | None = None, seed: i
 def _projection(data: dict[str, Any]) -> pd.DataFrame:
     """Projected days for 10,000 games, one row per way of training.
 
-    Moves per game: the games played by the run with the user's hyperparameters (the
-    ``seed`` preset), or random play under the user's rules if that run finished no
+    Moves per game: the games played by the run with the original trainer's hyperparameters
+    (the ``seed`` preset), or random play under its rules if that run finished no
     game; dqnlab's own serial run uses its own games.
     """
     per_step = {r["method"]: r["seconds_per_env_step"] for r in data["bench"]["rows"]}
     seed_run, fast_run = data["seed_run"], data["fast_run"]
     played = seed_run.episodes["moves"]
     if len(played):
-        moves, source = float(played.mean()), "games of the user's hyperparameters (measured run)"
+        moves, source = float(played.mean()), "games of the seed preset (measured run)"
     else:
-        moves, source = float(np.mean(data["random_moves"])), "random play under the user's rules"
-    rows = [{"how": "the user's projection", "seconds_per_move": math.nan, "moves_per_episode": math.nan,
-             "moves_from": "their games, their machine", "days": USER_PROJECTION_DAYS}]
-    ways = ([("per-transition loop, Keras (the user's code)", per_step["legacy_keras"])]
+        moves, source = float(np.mean(data["random_moves"])), "random play under the seed preset's rules"
+    rows = [{"how": "the original request's projection", "seconds_per_move": math.nan, "moves_per_episode": math.nan,
+             "moves_from": "the request's games and machine", "days": USER_PROJECTION_DAYS}]
+    ways = ([("per-transition loop, Keras (the original code)", per_step["legacy_keras"])]
             if "legacy_keras" in per_step else [])
     ways += [("per-transition loop, PyTorch", per_step["legacy_torch"]),
              ("batched update only", per_step["batched"]),
-             ("user's hyperparameters, batched (serial run)",
+             ("seed preset's hyperparameters, batched (serial run)",
               1.0 / seed_run.env_steps_per_s if seed_run.env_steps else math.nan)]
     for how, spm in ways:
         rows.append({"how": how, "seconds_per_move": spm, "moves_per_episode": moves, "moves_from": source,
@@ -112,7 +113,7 @@ def _projection(data: dict[str, Any]) -> pd.DataFrame:
         spm = 1.0 / fast_run.env_steps_per_s
         rows.append({"how": "dqnlab serial (batched, 32 boards at once, masked moves)", "seconds_per_move": spm,
                      "moves_per_episode": fast_moves,
-                     "moves_from": "its own games" if own else "random play under the user's rules",
+                     "moves_from": "its own games" if own else "random play under the seed preset's rules",
                      "days": project_days(spm, fast_moves)})
     return pd.DataFrame(rows)
 
@@ -127,12 +128,12 @@ def serial_figure(data: dict[str, Any]):
     plot_bars([r["seconds_per_env_step"] * 1e3 for r in rows], [names.get(r["method"], r["method"]) for r in rows],
               axes[0], "ms per env step (one replay step of 64)", "one replay step", log=True, fmt=_sig)
     proj = data["projection"]
-    short = ["user's projection"] + [_short_how(h) for h in proj["how"][1:]]
+    short = ["request's projection"] + [_short_how(h) for h in proj["how"][1:]]
     plot_bars(proj["days"], short, axes[1], "days", f"{USER_EPISODES:,} episodes would take", log=True,
-              fmt=_sig, reference=USER_PROJECTION_DAYS, reference_label="the user's 550 days")
+              fmt=_sig, reference=USER_PROJECTION_DAYS, reference_label="the request's 550 days")
     axes[1].tick_params(axis="x", labelrotation=25)
     plot_time_split([data["seed_run"], data["fast_run"]], axes[2],
-                    labels=["user's hyper-\nparameters", "dqnlab\ndefaults"])
+                    labels=["seed preset", "dqnlab\ndefaults"])
     axes[2].set_title("where a serial run's time goes")
     fig.suptitle("01 serial: why so slow")
     return fig
@@ -144,8 +145,8 @@ def _sig(v: float) -> str:
 
 
 def _short_how(how: str) -> str:
-    return {"per-transition loop, Keras (the user's code)": "loop, Keras",
+    return {"per-transition loop, Keras (the original code)": "loop, Keras",
             "per-transition loop, PyTorch": "loop, PyTorch",
             "batched update only": "batched update",
-            "user's hyperparameters, batched (serial run)": "user's setup,\nbatched",
+            "seed preset's hyperparameters, batched (serial run)": "seed preset,\nbatched",
             "dqnlab serial (batched, 32 boards at once, masked moves)": "dqnlab\nserial"}.get(how, how)

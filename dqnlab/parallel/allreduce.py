@@ -16,11 +16,13 @@ in an all-reduce (:meth:`Replica.error_carry`); without, nothing more travels.
 The all-reduce of dense tensors in a group of a power-of-two size is recursive doubling
 (log2 K pairwise exchanges, each rank adding what its partner sent; Thakur, Rabenseifner
 & Gropp 2005, "Optimization of collective communication operations in MPICH") on
-the group's point-to-point operations: measured here between two local processes in a
-tight loop it sums 140,804 float32 values in 0.25-0.6 ms, where gloo's ring all-reduce
-takes 2.0-2.3 ms. Every rank adds the same two numbers in each round (``a + b == b + a``
-in IEEE arithmetic), so every rank gets bit-identical sums. Other sizes, and sparse
-tensors, use the group's own all-reduce.
+the group's point-to-point operations. Each of its log2 K steps sends the whole tensor, where
+gloo's ring all-reduce takes 2 (K - 1) steps of a K-th of it: for small tensors (an MLP's
+weights or gradients) the time is the steps' latency, not bandwidth, so fewer steps win
+(``bench scaling`` reports the time spent communicating; see the README's Results section).
+Every rank adds the same two numbers in each round (``a + b == b + a`` in IEEE arithmetic),
+so every rank gets bit-identical sums. Other sizes, and sparse tensors, use the group's own
+all-reduce.
 
 The group is a ``ProcessGroupGloo`` of the run's own (:class:`Collectives`), not the
 process's default group. Rendezvous: a ``torch.distributed.TCPStore`` served by the parent on a free port of

@@ -20,7 +20,7 @@ How the pieces map:
 * ``shared`` keeps its replay buffer and model in this machine's shared memory, so a
   non-local backend is an error; ``serial`` has no workers.
 
-The user may also configure joblib themselves (``with joblib.parallel_config(
+A joblib backend may also be chosen outside dqnlab (``with joblib.parallel_config(
 backend="dask"): dqnlab.train(...)``): with ``backend=None`` (the default) dqnlab uses
 whatever joblib backend is active, and recognises Dask's.
 

@@ -30,7 +30,8 @@ from typing import Any, Self
 import joblib
 
 from ..runtime.errors import TaskFailed
-from ..runtime.loop import Progress, RunLoop
+from ..runtime.loop import RunLoop
+from ..runtime.progress import Progress
 from .faults import describe
 from .messages import (
     HEARTBEAT_S,
@@ -480,7 +481,7 @@ class Coordinator:
         """A checkpoint barrier has ended (written, or abandoned because the run stops)."""
 
     def progress(self) -> Progress:
-        """The run's :class:`~dqnlab.runtime.loop.Progress` now."""
+        """The run's :class:`~dqnlab.runtime.progress.Progress` now."""
         raise NotImplementedError
 
     def work(self) -> bool:
@@ -522,7 +523,7 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
     Hands each worker's report to ``coordinator.receive`` (the scheme records progress,
     answers sync requests, stores data, ...), reports ``coordinator.progress()`` to ``loop``
     about once a second (which records the history, draws progress, writes the
-    TensorBoard log and calls the user's callback) and records it once more when every
+    TensorBoard log and calls the run's callback) and records it once more when every
     worker has exited (the final totals, with each worker's last games and
     diagnostics), tells the workers to stop when the budget is spent or the callback
     asks, and turns KeyboardInterrupt into a clean stop.

@@ -22,11 +22,10 @@ def torch_threads(workers: int) -> int:
     ``dqnlab/__init__``), else ``max(1, cores // workers)``. A passive thread sleeps
     between operations and is woken for each one, which on DQN-sized matrices costs
     more than a second thread gains; spinning threads gain on an idle machine and
-    collapse when anything else runs. Measured on 2 cores (``bench scaling``, ``serial``,
-    ``mlp`` preset, env steps/s): 9,900 with 1 thread; 6,900 with 2 passive threads;
-    12,500 with 2 spinning threads on an idle machine, 3,900 beside one busy process.
-    So set ``OMP_WAIT_POLICY=ACTIVE`` before importing dqnlab (or torch) on a machine of
-    your own to give each learner ``cores // workers`` threads.
+    collapse when anything else runs (they wait for cores that are busy); ``bench scaling``,
+    run under each setting, measures the difference. So set ``OMP_WAIT_POLICY=ACTIVE`` before
+    importing dqnlab (or torch) on a machine of your own to give each learner
+    ``cores // workers`` threads.
 
     ``cores`` is :func:`joblib.cpu_count`, which respects CPU affinity and cgroup
     quotas (``os.cpu_count()`` would count cores this process may not use).

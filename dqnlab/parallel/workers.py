@@ -18,7 +18,8 @@ from typing import Any
 
 from ..runtime.driver import RunClock
 from ..runtime.learner import Learner
-from ..runtime.loop import DIAGNOSTICS, Progress, workers_progress
+from ..runtime.loop import DIAGNOSTICS, workers_progress
+from ..runtime.progress import Progress
 from .faults import check_fault
 from .messages import Checkpoint, Report, UnexpectedMessage
 from .tasks import Channel, Coordinator
@@ -246,7 +247,7 @@ class LearnerWorkers(Coordinator):
             self.absorb(k, st)
 
     def progress(self) -> Progress:
-        """The run's :class:`~dqnlab.runtime.loop.Progress`, from each learner's last report."""
+        """The run's :class:`~dqnlab.runtime.progress.Progress`, from each learner's last report."""
         return workers_progress(self.latest, self.rows, self.batch_size)
 
     def per_worker(self) -> list[dict[str, Any]]:

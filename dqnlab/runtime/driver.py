@@ -4,7 +4,7 @@
   worker's fault, the final checkpoint, the result;
 * :class:`RunClock` is the run's start and time budget as any worker process reads them;
 * :func:`build_result` makes the :class:`~dqnlab.RunResult` from the loop and a
-  :class:`~dqnlab.runtime.loop.Progress`, plus what the scheme adds.
+  :class:`~dqnlab.runtime.progress.Progress`, plus what the scheme adds.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pandas as pd
 
 from ..config import TrainConfig
 from .errors import DivergedError, TaskFailed
-from .loop import Progress, RunLoop
+from .loop import RunLoop
+from .progress import Progress
 from .results import RunResult, episodes_frame
 
 __all__ = ["run_to_end", "RunClock", "build_result"]

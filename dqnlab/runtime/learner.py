@@ -22,8 +22,9 @@ from ..core.compile import notice
 from ..game import VecGame2048, legal_actions_batch
 from ..game.rules import legal_actions_unchecked
 from ..replay import NStepReturns, make_buffer, update_priorities
-from .loop import Progress, replay_ratio
+from .loop import replay_ratio
 from .native import NativeLoop, native_reason
+from .progress import Progress
 
 __all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update", "warm_up"]
 
@@ -235,7 +236,8 @@ class Learner:
                 "replay_ratio": replay_ratio(self.updates * self.samples_per_update, self.env_steps)}
 
     def progress(self, time_split: Mapping[str, float]) -> Progress:
-        """The :class:`Progress` of a run made of this one learner, with the scheme's ``time_split`` (seconds)."""
+        """The :class:`~dqnlab.runtime.progress.Progress` of a run made of this one learner, with the
+        scheme's ``time_split`` (seconds)."""
         return Progress(self.env_steps, self.updates, self.episodes, time_split, self.diagnostics())
 
     def advance(self, env_steps: int | None = None, deadline: float | None = None,

@@ -2,9 +2,10 @@
 
 :class:`RunLoop` enforces the budget, draws the progress bar, records the history (with
 the DQN diagnostics of :data:`DIAGNOSTICS`), writes the TensorBoard log, calls the
-user's callback, writes periodic checkpoints and turns Ctrl-C or a Stop into a clean
-end. Every scheme reports to it as a :class:`Progress`; :func:`deferred_interrupt`
-makes the first Ctrl-C a request to end the run at the loop's next check.
+run's callback, writes periodic checkpoints and turns Ctrl-C or a Stop into a clean
+end. Every scheme reports to it as a :class:`~dqnlab.runtime.progress.Progress`;
+:func:`deferred_interrupt` makes the first Ctrl-C a request to end the run at the loop's
+next check.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import TrainConfig
+from .progress import Progress
 from .results import RunResult
 from .tensorboard import TensorBoardLog
 
-__all__ = ["RunLoop", "Progress", "DIAGNOSTICS", "RECENT_GAMES", "deferred_interrupt", "mean_diagnostics",
+__all__ = ["RunLoop", "DIAGNOSTICS", "RECENT_GAMES", "deferred_interrupt", "mean_diagnostics",
            "replay_ratio", "workers_progress", "recent_score"]
 
 #: The DQN diagnostics in :attr:`RunResult.history <dqnlab.RunResult.history>`, sampled at every
@@ -36,34 +38,6 @@ __all__ = ["RunLoop", "Progress", "DIAGNOSTICS", "RECENT_GAMES", "deferred_inter
 DIAGNOSTICS = ("loss", "q_max_mean", "epsilon", "replay_ratio", "grad_norm")
 #: Games whose mean score and largest tile the progress bar and the TensorBoard log show.
 RECENT_GAMES = 100
-
-
-class Progress(NamedTuple):
-    """What a scheme tells its :class:`RunLoop` at a progress report (about once a second).
-
-    Attributes
-    ----------
-    env_steps, updates : int
-        Totals of the run so far (all workers).
-    games : sequence of dict
-        The episode rows so far (:data:`dqnlab.runtime.results.EPISODE_COLUMNS`), oldest first; the
-        last :data:`RECENT_GAMES` give the mean score and the largest tile.
-    time_split : mapping of str to float
-        Seconds ``acting``, ``learning`` and in ``communication`` so far, summed over workers.
-    diagnostics : mapping of str to float
-        The run's :data:`DIAGNOSTICS` (a missing one is NaN).
-    workers : sequence of mapping, optional
-        Each worker's diagnostics (some of :data:`DIAGNOSTICS`), for schemes whose workers
-        learn or act apart (``independent``, ``shared``, ``actors``); recorded when there
-        are two or more (one worker's are the run's).
-    """
-
-    env_steps: int
-    updates: int
-    games: Sequence[Mapping[str, Any]]
-    time_split: Mapping[str, float]
-    diagnostics: Mapping[str, float]
-    workers: Sequence[Mapping[str, float]] = ()
 
 
 def replay_ratio(samples: float, env_steps: int) -> float:
@@ -85,7 +59,7 @@ def mean_diagnostics(workers: Sequence[Mapping[str, float]], samples: float, env
 
 def workers_progress(latest: Sequence[Mapping[str, Any]], games: Sequence[Mapping[str, Any]],
                      batch_size: int) -> Progress:
-    """The :class:`Progress` of a run made of worker learners, from each one's last report.
+    """The :class:`~dqnlab.runtime.progress.Progress` of a run made of worker learners, from each one's last report.
 
     Each of ``latest`` holds ``env_steps``, ``updates``, ``timing`` (seconds ``acting`` and
     ``learning``), ``comm_s`` (seconds communicating; a ``lock_wait_s`` is added to it) and
@@ -106,7 +80,7 @@ class RunLoop:
     """Budget, progress bar, history, TensorBoard log, callback, checkpoints and interruption for one run.
 
     A scheme calls :meth:`chunk_steps` to know how many env steps to do next, does
-    them, then :meth:`report` with its :class:`Progress`; it stops when :attr:`done`
+    them, then :meth:`report` with its :class:`~dqnlab.runtime.progress.Progress`; it stops when :attr:`done`
     is true, and calls :meth:`close` on every way out.
 
     Parameters
@@ -311,7 +285,7 @@ def deferred_interrupt() -> Iterator[None]:
     scheme stops at its next check (within about a second), tells its workers to
     stop, gathers what they send and writes the final checkpoint; a second Ctrl-C
     raises KeyboardInterrupt at once. Only installed in the main thread and over
-    Python's default handler (a handler of the user's, or a run in a thread, keeps
+    Python's default handler (a handler the program installed, or a run in a thread, keeps
     the ordinary KeyboardInterrupt); the previous handler is restored on exit.
     """
     install = (threading.current_thread() is threading.main_thread()

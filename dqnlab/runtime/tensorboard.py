@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .loop import Progress
+    from .progress import Progress
 
 __all__ = ["TensorBoardLog", "DIAGNOSTIC_TAGS", "FLUSH_S"]
 

@@ -1,6 +1,6 @@
 """``actors``: K parallel actors feed one learner (Gorila / Ape-X style).
 
-The field's answer to the user's question "how do we go parallel and keep true DQN":
+The usual way to go parallel and keep true DQN (one learner's updates on one buffer's data):
 keep **one learner and one replay buffer** and parallelise only the acting (Nair et
 al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933).
 
@@ -14,8 +14,8 @@ al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933)
   messages it takes updates, and every ``weights_every`` updates it sends every actor
   the new weights. Keeping the learner in the parent (rather than in a dedicated
   task) means no second copy of the buffer, the final weights are simply here, and
-  with the Dask backend the actors run on the cluster while the learner runs where
-  the user is (the data comes back through the scheduler).
+  with the Dask backend the actors run on the cluster while the learner runs
+  in the calling process (the data comes back through the scheduler).
 
 The replay ratio (minibatch samples per env step, ``config.replay_ratio``) is held
 as a **ceiling**: the learner never trains more than its share of the data that has
@@ -34,9 +34,9 @@ floor holds for the whole run:
   step as ``serial``; what the actors buy is only that acting overlaps learning;
 * the default, ``replay_ratio / 2``, lets actors run up to twice as far ahead: more
   env steps per second for about the same updates per second (each transition is
-  replayed fewer times). On a 2-core machine it keeps the learner at about serial's
-  updates per second while the env steps per second grow; a lower floor gives the
-  actors more of the CPU;
+  replayed fewer times). On a machine with few cores this leaves the learner most of
+  its CPU while the actors add env steps; a lower floor gives the actors more of the
+  CPU (``bench scaling`` measures both rates, see the README's Results section);
 * ``min_replay_ratio=0`` never throttles (Ape-X): on a small machine the actors then
   take CPU from the learner.
 
@@ -94,7 +94,8 @@ from ..replay import make_buffer
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import replay_update, worker_seeds
-from ..runtime.loop import Progress, RunLoop, mean_diagnostics
+from ..runtime.loop import RunLoop, mean_diagnostics
+from ..runtime.progress import Progress
 from ..runtime.results import RunResult
 
 __all__ = ["Options", "run", "apex_epsilons", "APEX_EPSILON", "APEX_ALPHA", "ACTOR_EPSILONS"]
@@ -277,7 +278,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                 if resumed is not None:  # lockstep actors that were waiting for the learner's reply get it
                     learner.answer(sorted(k for k, a in enumerate(resumed["actors"]) if a["awaiting"]))
                 drive_tasks(group, loop, learner, checkpoints=_checkpoint is not None)  # learns between messages
-            # The actors spent the step budget (not stopped by the user, not out of time): honour the floor.
+            # The actors spent the step budget (not stopped by a callback or Ctrl-C, not out of time): honour the floor.
             if loop.status in ("running", "completed") and (loop.deadline is None
                                                              or time.perf_counter() < loop.deadline):
                 learner.catch_up(loop.deadline)
@@ -334,7 +335,7 @@ class _Learner(ActorFeed):
         return self.agent.updates
 
     def progress(self, wall: float | None = None) -> Progress:
-        """The run's :class:`~dqnlab.runtime.loop.Progress` after ``wall`` seconds (default: now): the
+        """The run's :class:`~dqnlab.runtime.progress.Progress` after ``wall`` seconds (default: now): the
         learner's diagnostics, with the actors' mean epsilon; each actor's epsilon."""
         wall = self.loop.elapsed if wall is None else wall
         epsilons = [{"epsilon": a.get("epsilon_now", math.nan)} for a in self.actors]
@@ -346,7 +347,7 @@ class _Learner(ActorFeed):
     def stored(self, data: ActorData, n: int) -> None:
         """New transitions: the target sync at a game's end (``target_update == 0``), and the updates they are owed."""
         if data.finished and self.config.target_update == 0:
-            self.agent.sync_target()  # the user's schedule: at the end of every game, as serial does
+            self.agent.sync_target()  # the seed preset's schedule: at the end of every game, as serial does
         if self.env_steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
             if self.started_at is None:
                 self.started_at = self.env_steps - n

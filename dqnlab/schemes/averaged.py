@@ -1,15 +1,15 @@
 """``averaged``: one learner; K workers each step on their own minibatch, models averaged.
 
-The user's fourth idea ("spin up entirely different processes that would each grab a
-different minibatch and train the input model on it, then return the weights ...
-average out the models"). The parent is the single DQN learner (its boards, its
-replay buffer). Each update it draws K independent minibatches of ``B`` transitions
-(uniform, with replacement, :func:`draw_minibatches`), one per worker; each worker takes
-one optimiser step on its own, and the K models are averaged with equal weights: local
-SGD / FedAvg (Zinkevich et al. 2010; McMahan et al. 2017) on an effective minibatch of
-K x B. The number of updates per env step is serial's (``replay_ratio / batch_size``), so
-each env step is trained on K times as many samples: more learning per game, not faster
-games -- as the user expected ("does not improve per-episode training time").
+Model averaging: separate processes each take a different minibatch, train a copy of the
+model on it and return the weights, and the copies are averaged. The parent is the
+single DQN learner (its boards, its replay buffer). Each update it draws K independent
+minibatches of ``B`` transitions (uniform, with replacement, :func:`draw_minibatches`),
+one per worker; each worker takes one optimiser step on its own, and the K models are
+averaged with equal weights: local SGD / FedAvg (Zinkevich et al. 2010; McMahan et al.
+2017) on an effective minibatch of K x B. The number of updates per env step is serial's
+(``replay_ratio / batch_size``), so each env step is trained on K times as many samples:
+more learning per game, not faster games (every update still costs a local step and then
+the average, so an episode takes about serial's wall time or more).
 
 Two ways to combine the workers (the ``comm`` option):
 
@@ -17,10 +17,10 @@ Two ways to combine the workers (the ``comm`` option):
   keeps its own copy of the model (:class:`Replica`): it steps on its own minibatch, and
   every ``average_every`` updates an all-reduce replaces every rank's weights by the mean
   (with ``average_moments``, Adam's moments too; otherwise each rank keeps its own, as
-  local SGD does). ``average_every = 1`` is the scheme as the user described it; more is
-  **local SGD** (Stich 2019, arXiv:1805.09767; Lin et al. 2020, "Don't use large
-  mini-batches, use local SGD"): less communication, at the price of workers that drift
-  apart between averages (the ``divergence`` recorded before each average).
+  local SGD does). ``average_every = 1`` averages after every step (synchronous model
+  averaging); more is **local SGD** (Stich 2019, arXiv:1805.09767; Lin et al. 2020,
+  "Don't use large mini-batches, use local SGD"): less communication, at the price of
+  workers that drift apart between averages (the ``divergence`` recorded before each average).
 * ``"joblib"``: a joblib round per update that ships the weights and optimiser state out
   and the K new weights and moments back, averaged every update.
 
@@ -58,7 +58,7 @@ class Options(SchemeOptions):
 
     comm: str = comm_option()
     average_every: int = option(1, "Updates between two averages of the workers' weights (1: every update, "
-                                "the user's scheme; more: local SGD).", unit="updates", low=1,
+                                "synchronous model averaging; more: local SGD).", unit="updates", low=1,
                                 applies=when("comm", "allreduce"))
     average_moments: bool = option(False, "Average Adam's moments with the weights too (3x the data; "
                                    "no effect with SGD). Off: each worker keeps its own moments, as local SGD does.",
@@ -91,11 +91,9 @@ class Replica(allreduce.Replica):
         alternative, accumulating the errors until the next average, saves that collective but
         lets priorities lag by up to ``average_every - 1`` updates, would set some on slots that
         acting has overwritten meanwhile, and needs every rank's pending errors in a checkpoint
-        for an exact resume. Measured (2 local ranks on 2 cores, the default 256x256 MLP): the
-        small all-reduce takes 0.17 ms (median, latency-bound from 256 to 4,096 floats) against
-        1.1 ms (B = 32) to 2.2 ms (B = 128) of a rank's local step; with ``average_every = 4``
-        and B = 128 rank 0's time in collectives grows from 1.14 to 1.31 ms per update (the
-        update from 3.7 to 4.2 ms with prioritized replay and 3-step returns, sampling excluded).
+        for an exact resume. The small all-reduce carries only ``K x B`` floats, so its cost is
+        latency rather than bandwidth, and it is small beside a rank's local step; ``python -m
+        dqnlab bench scaling`` reports the time spent communicating (the README's Results section).
         A non-finite TD error at any rank ends the run at that update at every rank.
         """
         agent, coll = self.agent, self.coll

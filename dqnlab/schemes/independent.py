@@ -1,7 +1,8 @@
 """``independent``: K independent DQN learners that share parameters on a sync schedule.
 
-The user's first idea: "train multiple DQN agents at the same time, then periodically
-by some sharing plan ... share the model weights that each agent has trained". Each
+Several DQN agents trained at the same time that, by some sharing plan, periodically
+share the weights each has trained: parameter averaging as in local SGD / FedAvg, or
+selection as in population-based training (Jaderberg et al. 2017, arXiv:1711.09846). Each
 of the K learners is a whole serial DQN (:class:`~dqnlab.runtime.learner.Learner`) in its
 own worker process: its own ``n_envs`` boards, replay buffer, online/target networks
 and Adam state, with seeds derived from ``(seed, k)``. The env-step budget is split
@@ -18,7 +19,7 @@ learner the combined weights:
 * ``none`` -- never share (the control: K separate runs);
 * ``periodic`` -- plain average every ``sync_every`` updates (local SGD / FedAvg);
 * ``final`` -- plain average every ``sync_every`` updates, but only in the last
-  ``final_fraction`` of the budget (the user's "share periodically in last 25%");
+  ``final_fraction`` of the budget (by default its last quarter);
 * ``weighted`` -- average weighted by ``softmax(score / temperature)``: "favour the
   better agent";
 * ``best`` -- every learner gets a copy of the best learner's weights (a form of

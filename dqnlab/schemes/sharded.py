@@ -1,12 +1,12 @@
 """``sharded``: one learner; each minibatch is split across K workers and their steps combined.
 
-The user's third idea ("let each process have a [share] of the minibatch ... return
-their weights ... and then average the weights"). The parent is the single DQN
-learner: it acts on its ``n_envs`` boards and owns the replay buffer. For every
-update it samples one minibatch of ``B`` transitions and splits it into K shards
-(sizes differ by at most one, :func:`shard`), one per worker. The replay ratio,
-epsilon and target schedule are serial's: only where the gradient arithmetic happens
-changes. Two ways to combine the workers (the ``comm`` option):
+Data-parallel training of one learner: each process takes a share of every minibatch,
+and the processes' results (gradients, or weights after one step) are combined into one
+update. The parent is the single DQN learner: it acts on its ``n_envs`` boards and owns
+the replay buffer. For every update it samples one minibatch of ``B`` transitions and
+splits it into K shards (sizes differ by at most one, :func:`shard`), one per worker.
+The replay ratio, epsilon and target schedule are serial's: only where the gradient
+arithmetic happens changes. Two ways to combine the workers (the ``comm`` option):
 
 * ``"allreduce"`` (default): synchronous data-parallel SGD as PyTorch DDP runs it (Li et
   al. 2020, arXiv:2006.15704). The parent is rank 0 of a gloo process group and takes
@@ -16,7 +16,7 @@ changes. Two ways to combine the workers (the ``comm`` option):
   exactly one step on the whole minibatch, Adam included, and the weights stay identical
   without being shipped: per update only the shards (one scatter) and the gradient (one
   all-reduce) travel.
-* ``"joblib"``: a joblib round per update, as the user described it: the weights and
+* ``"joblib"``: a joblib round per update that averages weights, not gradients: the weights and
   optimiser state go out, each worker takes one step on its shard, and the K new weights
   (and Adam moments) come back and are averaged, weighted by shard size. With plain SGD
   that is exactly one step on the whole minibatch (``sum_k (n_k/B)(w - lr g_k)``; the

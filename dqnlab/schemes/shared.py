@@ -1,15 +1,16 @@
 """``shared``: worker processes sharing ONE replay buffer and ONE model in shared memory.
 
-The user's second idea: "spread out the work ... sharing the replay buffer and the
-current model", with the worry that "they would need to hold locks with each other
-when they were accessing their shared model, so at some point more processes
-wouldn't help". Each of the K workers steps its own ``n_envs`` boards, appends its
-transitions to the shared replay buffer, and trains the shared model on minibatches
-sampled from the whole buffer:
+Shared-memory parallel DQN: the workers split the acting and learning between them and
+share the replay buffer and the current model, as Hogwild (below) and A3C (Mnih et al.
+2016, arXiv:1602.01783) share one model. The trade-off is the lock: workers that hold it
+while they update the shared model serialise the learning, so past some number of
+workers more processes do not help (Amdahl's law); without it they race. Each of the K
+workers steps its own ``n_envs`` boards, appends its transitions to the shared replay
+buffer, and trains the shared model on minibatches sampled from the whole buffer:
 
 * ``lock=True``: a lock around each update (read the weights, compute the gradient,
   apply the optimiser step) serialises the learning: one model trained one update at a
-  time on everybody's data, as the user wanted; only acting runs in parallel, and
+  time on everybody's data, as one serial learner would be; only acting runs in parallel, and
   the time workers spend waiting for the lock is reported (``extra["lock_wait_s"]``);
 * ``lock=False``: Hogwild (Niu, Recht, Re and Wright, "Hogwild!: A Lock-Free Approach
   to Parallelizing Stochastic Gradient Descent", NeurIPS 2011): every worker reads and
