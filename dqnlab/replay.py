@@ -21,8 +21,8 @@ import numpy as np
 
 from .config import MAX_N_STEP, TrainConfig
 
-__all__ = ["Minibatch", "ReplayBuffer", "PrioritizedReplayBuffer", "SumTree", "NStepReturns", "make_buffer",
-           "update_priorities", "importance_weights"]
+__all__ = ["Minibatch", "COLUMNS", "FIELDS", "BATCH_COLUMNS", "column_arrays", "ReplayBuffer", "PrioritizedReplayBuffer",
+           "SumTree", "NStepReturns", "make_buffer", "update_priorities", "importance_weights"]
 
 
 class Minibatch(NamedTuple):
@@ -64,7 +64,12 @@ class Minibatch(NamedTuple):
     indices: np.ndarray | None = None
 
 
-_FIELDS: dict[str, tuple[tuple[int, ...], type]] = {
+#: The columns a transition is stored with, in :class:`Minibatch` order: name -> (shape per transition,
+#: dtype). The one declaration of them: a :class:`ReplayBuffer`'s arrays, the replay arrays of the
+#: ``shared`` scheme's block (:func:`column_arrays`) and, through :data:`BATCH_COLUMNS`, the all-reduce
+#: wire format of minibatches (``dqnlab.parallel.allreduce``) follow it. The order is that of the
+#: block's arrays and of the wire, so it stays as it is (checkpoints store the columns by name).
+COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
     "boards": ((4, 4), np.uint8),
     "actions": ((), np.uint8),
     "rewards": ((), np.float32),
@@ -74,8 +79,19 @@ _FIELDS: dict[str, tuple[tuple[int, ...], type]] = {
     "steps": ((), np.uint8),
 }
 
-#: The columns a transition is stored with, in :class:`Minibatch` order.
-FIELDS = tuple(_FIELDS)
+#: The names of :data:`COLUMNS`, in :class:`Minibatch` order.
+FIELDS = tuple(COLUMNS)
+
+#: The columns of a sampled :class:`Minibatch` (:meth:`ReplayBuffer.gather`), in its order: those of
+#: :data:`COLUMNS` with ``actions`` widened to int64, then a prioritized sample's ``weights``
+#: (``indices`` are slots of the buffer, not data of the transitions).
+BATCH_COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {**COLUMNS, "actions": ((), np.int64),
+                                                           "weights": ((), np.float32)}
+
+
+def column_arrays(capacity: int) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The arrays of a buffer of ``capacity`` transitions: name -> (shape, dtype name), as :data:`COLUMNS`."""
+    return {name: ((capacity, *shape), np.dtype(dtype).name) for name, (shape, dtype) in COLUMNS.items()}
 
 
 #: Largest board exponent (tile 2**17 = 131072).
@@ -131,8 +147,7 @@ class ReplayBuffer:
             raise ValueError(f"capacity must be an integer >= 1, got {capacity!r}")
         self.capacity = int(capacity)
         self.rng = np.random.default_rng(seed)
-        self.arrays = {name: np.zeros((self.capacity, *shape), dtype)
-                       for name, (shape, dtype) in _FIELDS.items()}
+        self.arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in column_arrays(self.capacity).items()}
         self.pos = 0  # next slot to write
         self.size = 0  # transitions held
         self.added = 0  # transitions ever added
@@ -171,7 +186,7 @@ class ReplayBuffer:
             batch["steps"] = np.ones(n, np.uint8)
         for name, value in batch.items():
             value = batch[name] = np.asarray(value)
-            shape = _FIELDS[name][0]
+            shape = COLUMNS[name][0]
             if value.shape != (n, *shape):
                 raise ValueError(f"{name} must have shape {(n, *shape)}, got {value.shape}")
             _check_values(name, value)
@@ -210,7 +225,8 @@ class ReplayBuffer:
         """The transitions in slots ``idx`` (``(B,)`` int64, each < ``len(self)``) as a :class:`Minibatch`."""
         a = self.arrays
         # ndarray.take along axis 0 is the same gather as a[idx], at about half the cost.
-        return Minibatch(a["boards"].take(idx, 0), a["actions"].take(idx).astype(np.int64), a["rewards"].take(idx),
+        return Minibatch(a["boards"].take(idx, 0), a["actions"].take(idx).astype(BATCH_COLUMNS["actions"][1]),
+                         a["rewards"].take(idx),
                          a["next_boards"].take(idx, 0), a["dones"].take(idx), a["next_masks"].take(idx, 0),
                          a["steps"].take(idx))
 
@@ -255,7 +271,7 @@ class ReplayBuffer:
             raise ValueError(f"replay state is inconsistent: pos {pos}, size {size}, added {added}, "
                              f"capacity {self.capacity}")
         arrays = {}
-        for name, (shape, _dtype) in _FIELDS.items():
+        for name, (shape, _dtype) in COLUMNS.items():
             value = np.asarray(state[name]) if name in state or name != "steps" else np.ones(size, np.uint8)
             if value.shape != (size, *shape):
                 raise ValueError(f"replay state: {name} must have shape {(size, *shape)}, got {value.shape}")

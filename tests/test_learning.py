@@ -268,7 +268,7 @@ def test_each_network_family_beats_random_play_after_a_short_run(family, scheme)
 
 @pytest.mark.parametrize("outputs", [1, 4])
 def test_ntuple_backprop_and_sparse_sgd_step_equal_autograd_and_torch_sgd(outputs):
-    from dqnlab.agent.dqn import _optimizer_step
+    from dqnlab.agent.optim import optimizer_step as _optimizer_step
 
     torch.manual_seed(0)
     fast, slow = NTupleNetwork("17x4", outputs), NTupleNetwork("17x4", outputs)

@@ -1,5 +1,10 @@
 """The DQN agent: a Q-function over 2048 boards, epsilon-greedy acting, batched updates.
 
+This module is the DQN maths: acting, the TD target (:meth:`DQNAgent.td_targets`) and the
+update's order (:meth:`DQNAgent.step`). The TD loss and its gradient, by autograd or by the
+networks' written-out backprop, are in :mod:`dqnlab.agent.gradients`; the optimiser's step,
+gradient clipping and denormal flushing in :mod:`dqnlab.agent.optim`.
+
 References
 ----------
 * DQN: Mnih et al., "Human-level control through deep reinforcement learning",
@@ -20,154 +25,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.nn import functional as F
-from torch.optim import optimizer as _optim_module
 
 from ..config import TrainConfig
 from ..game.rules import move_batch_unchecked
 from ..game.symmetry import ACTION_PERMUTATIONS, transform_actions, transform_boards
 from ..replay import Minibatch
+from . import optim
+from .gradients import autograd_td_loss, backprop_td_loss
 from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
 
-__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "resolve_device", "transform_rewards", "afterstates", "N_EXPONENTS",
-           "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]
+__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "resolve_device", "transform_rewards",
+           "afterstates", "N_EXPONENTS", "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]
 
 #: What :meth:`DQNAgent.diagnostics` reports about the last update.
 UPDATE_DIAGNOSTICS = ("loss", "q_max_mean", "grad_norm")
 
 _ALL_ACTIONS = np.arange(4)
-
-
-def _adam(params: Any, lr: float) -> torch.optim.Adam:
-    """Adam with the fused kernel (one pass over each parameter per step), or ``foreach``
-    where this PyTorch has no fused CPU Adam (before 2.4). Same update either way."""
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, ValueError):  # pragma: no cover - old PyTorch
-        return torch.optim.Adam(params, lr=lr, foreach=True)
-
-
-def _grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:
-    """L2 norm of all ``grads`` together (a 0-d tensor; NaN for none). A sparse gradient is
-    coalesced first: an n-tuple table's rows used more than once add up before squaring."""
-    dense = [g for g in grads if not g.is_sparse]
-    norms = list(torch._foreach_norm(dense, 2.0)) if dense else []
-    norms += [torch.linalg.vector_norm(g.coalesce().values(), 2.0) for g in grads if g.is_sparse]
-    return torch.linalg.vector_norm(torch.stack(norms), 2.0) if norms else torch.tensor(float("nan"))
-
-
-def _clip_grad_norm(params: Any, max_norm: float) -> torch.Tensor | None:
-    """``nn.utils.clip_grad_norm_(params, max_norm)`` (same arithmetic, L2 norm), without its
-    per-call grouping of tensors by device and dtype: scale all gradients by
-    ``min(1, max_norm / (norm + 1e-6))``. Returns the norm before clipping (None without gradients)."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return None
-    total = _grad_norm(grads)
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
-    return total
-
-
-def _no_hooks(optimizer: torch.optim.Optimizer) -> bool:
-    return not (optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
-                or _optim_module._global_optimizer_pre_hooks or _optim_module._global_optimizer_post_hooks)
-
-
-def _sparse_sgd_step(groups: list[dict[str, Any]]) -> bool:
-    """Plain SGD (``p -= lr * grad``) with row-sparse gradients as one flat ``index_add_`` per
-    parameter; returns False, doing nothing, unless every group is plain SGD (float lr, no
-    momentum, weight decay, maximize or differentiable) and some gradient is sparse.
-
-    ``torch.optim.SGD`` adds a sparse COO gradient to its dense parameter as a sparse
-    tensor, much slower than a flat ``index_add_`` for an n-tuple minibatch (thousands of
-    rows of a table of millions). The result is the same up to
-    the order in which repeated rows are summed.
-    """
-    plain = all(isinstance(g["lr"], float) and not g["momentum"] and not g["weight_decay"] and not g["maximize"]
-                and not g.get("differentiable") for g in groups)
-    if not plain or not any(p.grad is not None and p.grad.is_sparse for g in groups for p in g["params"]):
-        return False
-    with torch.no_grad():
-        for g in groups:
-            for p in g["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                if not grad.is_sparse:
-                    p.add_(grad, alpha=-g["lr"])
-                    continue
-                rows, values = grad._indices()[0], grad._values()
-                width = values[0].numel() if len(values) else 1
-                flat = rows if width == 1 else (rows[:, None] * width + torch.arange(width, device=rows.device)).reshape(-1)
-                p.view(-1).index_add_(0, flat, values.reshape(-1), alpha=-g["lr"])
-    return True
-
-
-def _optimizer_step(optimizer: torch.optim.Optimizer) -> None:
-    """``optimizer.step()``; for dqnlab's own fused Adam, the same kernel call without the
-    per-call Python work around it (hooks, state checks, grouping by device and dtype);
-    for plain SGD with sparse gradients (n-tuple networks), :func:`_sparse_sgd_step`.
-
-    The direct call is taken only for a plain ``torch.optim.Adam`` with ``fused=True``, one
-    parameter group of float hyperparameters, no hooks, and every parameter's gradient
-    and state already present (so never on the first step); it increments each
-    parameter's ``step`` and calls ``torch._fused_adam_`` with the group's settings, as
-    ``Adam.step`` does. Anything else -- another optimiser (SGD, a user's), a PyTorch whose
-    kernel signature differs -- goes through ``optimizer.step()``.
-    """
-    groups = optimizer.param_groups
-    if _no_hooks(optimizer) and type(optimizer) is torch.optim.SGD and _sparse_sgd_step(groups):
-        return
-    fast = _FUSED_ADAM["ok"] and type(optimizer) is torch.optim.Adam and len(groups) == 1 and _no_hooks(optimizer)
-    if fast:
-        g = groups[0]
-        params = g["params"]
-        state = optimizer.state
-        fast = (g.get("fused") and not g["amsgrad"] and not g["maximize"] and not g.get("capturable")
-                and not g.get("differentiable") and not g.get("decoupled_weight_decay")
-                and isinstance(g["lr"], float) and all(p.grad is not None and p in state for p in params))
-    if not fast:
-        optimizer.step()
-        return
-    states = [state[p] for p in params]
-    steps = [st["step"] for st in states]
-    beta1, beta2 = g["betas"]
-    with torch.no_grad():
-        torch._foreach_add_(steps, 1)
-        try:
-            torch._fused_adam_(params, [p.grad for p in params], [st["exp_avg"] for st in states],
-                               [st["exp_avg_sq"] for st in states], [], steps, amsgrad=False, lr=g["lr"],
-                               beta1=beta1, beta2=beta2, weight_decay=g["weight_decay"], eps=g["eps"],
-                               maximize=False, grad_scale=None, found_inf=None)
-        except TypeError:  # pragma: no cover - a PyTorch whose private kernel takes other arguments
-            torch._foreach_sub_(steps, 1)
-            _FUSED_ADAM["ok"] = False
-            optimizer.step()
-
-
-_FUSED_ADAM = {"ok": hasattr(torch, "_fused_adam_")}
-
-# The smallest float32 denormal (made from its bits, so that no rounding mode can flush
-# it): multiplying it by one gives zero exactly when the calling thread flushes denormals.
-_DENORMAL = torch.tensor([1], dtype=torch.int32).view(torch.float32)
-
-
-def _flushing_denormals() -> bool:
-    """Whether this thread currently flushes denormal floats to zero (PyTorch has no getter)."""
-    return float(_DENORMAL * 1.0) == 0.0
-
-
-def _can_flush_denormals() -> bool:
-    """Whether this CPU supports flushing denormals (x86 with SSE3); leaves the mode as it was."""
-    was = _flushing_denormals()
-    ok = torch.set_flush_denormal(True)
-    if not was:
-        torch.set_flush_denormal(False)
-    return ok
-
-
-_FLUSH_DENORMAL = _can_flush_denormals()
 
 
 def resolve_device(name: str) -> torch.device:
@@ -321,7 +194,7 @@ class DQNAgent:
         if config.optimizer == "sgd":
             self.optimizer: torch.optim.Optimizer = torch.optim.SGD(self.online.parameters(), lr=config.lr)
         else:
-            self.optimizer = _adam(self.online.parameters(), config.lr)
+            self.optimizer = optim.adam(self.online.parameters(), config.lr)
         self.updates = 0
         # What the last update left for diagnostics(): its loss, the (B, outputs) online values of its
         # minibatch and its gradient norm before clipping (None: not clipped, read from the gradients);
@@ -418,64 +291,71 @@ class DQNAgent:
                               next_boards=transform_boards(batch.next_boards, g), next_masks=masks)
 
     def td_targets(self, batch: Minibatch, online_next: torch.Tensor | None = None) -> torch.Tensor:
-        """``(B,)`` float32 bootstrapped targets.
+        """``(B,)`` float32 bootstrapped targets ``y = r + gamma^k (1 - done) max_a' Q(s', a')``.
 
-        Plain DQN: ``y = r + gamma (1 - done) Q_target(s', a*)`` (Mnih et al. 2015), with
-        ``a*`` the target net's argmax (DQN) or the online net's (Double DQN), over legal
-        actions of ``s'`` when ``config.mask_illegal``.
+        The DQN target (Mnih et al. 2015): ``r`` is the transition's reward and ``max_a' Q(s',
+        a')`` the target network's value of its next board ``s'`` (:meth:`_next_values`: over the
+        legal moves of ``s'`` when ``config.mask_illegal``; the move chosen by the online network
+        with Double DQN, van Hasselt et al. 2016; 0 once the game ended, ``done`` or no legal move,
+        while a game truncated by ``max_moves`` has not ended and bootstraps). ``k`` is 1, or for an
+        n-step transition (``config.n_step > 1``, :class:`~dqnlab.replay.NStepReturns`) the
+        ``steps`` it spans, with ``r`` the discounted sum of their rewards and ``s'`` the board
+        ``steps`` moves later.
 
-        Afterstates (``config.afterstate``): the network is V and the transition's own
-        reward is already in Q(s, a), so the target of ``V(afterstate(s, a))`` is
-        ``y = gamma (1 - done) [r(s', a*) + V_target(afterstate(s', a*))]`` with ``a*``
-        the legal move of ``s'`` maximising ``r(s', a) + V(afterstate(s', a))`` (by the
-        online V with Double DQN, else by V_target). ``y = 0`` when the game ended (no
-        legal move); a truncated game (``max_moves``) is not ended and bootstraps. With
-        ``gamma = 1`` this is the TD(0) afterstate update of Szubert and Jaskowski (2014).
-
-        n-step transitions (``config.n_step > 1``, :class:`~dqnlab.replay.NStepReturns`): ``r`` is the
-        discounted sum of the ``steps`` rewards, ``s'`` the board ``steps`` moves later and ``gamma``
-        becomes ``gamma ** steps``; with afterstates the target of ``V(afterstate(s, a))`` is that
-        return less the move's own reward ``r(s, a)`` plus ``gamma ** steps (1 - done) max Q(s')``
-        (for one step, the target above).
+        Afterstates (``config.afterstate``): the network is V and ``Q(s, a) = r(s, a) +
+        V(afterstate(s, a))`` (the move is deterministic, only the spawn is random), so the target
+        of ``V(afterstate(s, a))`` is ``y`` less the move's own reward ``r(s, a)``; for one step,
+        ``gamma (1 - done) max_a' [r(s', a') + V_target(afterstate(s', a'))]``, and with ``gamma = 1``
+        the TD(0) afterstate update of Szubert and Jaskowski (2014).
 
         ``online_next``: ``(B, 4)`` online Q-values of ``s'`` if already computed (Double DQN).
         """
         c = self.config
-        rewards, dones, next_masks = (self._tensor(x) for x in (batch.rewards, batch.dones, batch.next_masks))
+        n_step = c.n_step > 1 and batch.steps is not None
+        next_value = self._next_values(batch, online_next)  # max_a' Q(s', a'), 0 once the game ended
+        if not c.afterstate:
+            r = self._tensor(batch.rewards)
+        elif n_step:  # the n-step return R less the move's own reward r(s, a), which is in Q(s, a) already
+            _, points, _ = move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
+            r = self._tensor(batch.rewards - transform_rewards(c, points))
+        else:  # the one-step reward is the move's own, in Q(s, a) already
+            r = torch.zeros_like(next_value)
+        discount = self._tensor(np.power(c.gamma, batch.steps, dtype=np.float32)) if n_step else c.gamma
+        return r + discount * next_value
+
+    def _next_values(self, batch: Minibatch, online_next: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B,)`` float32 ``Q_target(s', a*)`` of each next board ``s'``, 0 where the game ended.
+
+        ``a*`` is the argmax of the target network's values, or with Double DQN of the online
+        network's (``online_next`` if given; the target's own when the target is the online
+        network); over the legal moves of ``s'`` when ``config.mask_illegal``, an ``s'`` without
+        one having ended. With afterstates ``Q(s', a) = r(s', a) + V(afterstate(s', a))`` over the
+        legal moves of ``s'`` itself, -inf for the others (not the stored masks: a shared replay
+        read during a write, scheme ``shared``, may pair a board with another's mask); a NaN value
+        of a legal move stays in the value, so that the loss reports it.
+        """
+        c = self.config
         separate = self.target is not self.online
         with torch.no_grad():
-            if c.afterstate:  # r' + V(afterstate') of the legal moves of s', -inf for the others
+            if c.afterstate:
                 nets = (self.target, self.online) if c.double_dqn and separate else (self.target,)
-                q_next, *online, next_masks = self._afterstate_q(batch.next_boards, *nets)
+                q_next, *online, legal = self._afterstate_q(batch.next_boards, *nets)
                 chooser = online[0] if online else q_next
-                rewards = torch.zeros_like(rewards)
-                # (the legal moves of the next boards themselves, not the stored masks: a shared replay
-                # read during a write, scheme `shared`, may pair a board with another's mask; a NaN value
-                # of a legal move stays in the target, so that the loss reports it)
             else:
                 next_boards = self._tensor(batch.next_boards)
-                q_next = self.target(next_boards)
-                if c.double_dqn:
-                    chooser = (self.online(next_boards) if separate else q_next) if online_next is None \
-                        else online_next
-                else:
-                    chooser = q_next
-            if c.afterstate and c.n_step > 1 and batch.steps is not None:
-                # V(afterstate(s, a)) is Q(s, a) less the move's own reward: R - r_t + gamma^n max Q(s_(t+n))
-                _, points, _ = move_batch_unchecked(np.ascontiguousarray(batch.boards), np.asarray(batch.actions))
-                rewards = self._tensor(batch.rewards - transform_rewards(c, points))
-            dead = dones  # bootstrap from s' unless the game ended (or s' has no legal move)
+                q_next, legal = self.target(next_boards), self._tensor(batch.next_masks)
+                if c.double_dqn and online_next is None:
+                    online_next = self.online(next_boards) if separate else q_next
+                chooser = online_next if c.double_dqn else q_next
+            ended = self._tensor(batch.dones)
             if c.mask_illegal:
-                chooser = chooser.masked_fill(~next_masks, -torch.inf)
-                dead = dead | ~next_masks.any(dim=1)
+                chooser = chooser.masked_fill(~legal, -torch.inf)
+                ended = ended | ~legal.any(dim=1)
             if c.double_dqn or c.mask_illegal:
-                v_next = q_next.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1)
+                value = q_next.gather(1, chooser.argmax(dim=1, keepdim=True)).squeeze(1)
             else:
-                v_next = q_next.amax(dim=1)  # the target net's value at its own argmax
-            y = torch.where(dead, 0.0, v_next)
-            if c.n_step > 1 and batch.steps is not None:  # an n-step transition bootstraps with gamma^steps
-                return y.mul_(self._tensor(np.power(c.gamma, batch.steps, dtype=np.float32))).add_(rewards)
-            return y.mul_(c.gamma).add_(rewards)
+                value = q_next.amax(dim=1)  # the target net's value at its own argmax
+            return torch.where(ended, 0.0, value)
 
     def _trained(self, batch: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
         """What the update trains: ``(B, 4, 4)`` uint8 boards and ``(B, 1)`` int64 output
@@ -486,27 +366,22 @@ class DQNAgent:
         boards, actions = (self._tensor(x) for x in batch[:2])
         return boards, actions.long()[:, None]
 
+    def _weights(self, batch: Minibatch) -> torch.Tensor | None:
+        """``(B,)`` float32 importance-sampling weights of a prioritized sample on the learner's device, or None."""
+        return None if batch.weights is None else self._tensor(batch.weights)
+
     def loss(self, batch: Minibatch, targets: torch.Tensor | None = None) -> torch.Tensor:
         """The TD loss of the online network on ``batch`` (scalar tensor with grad): the mean over
-        its transitions, each weighted by ``batch.weights`` when given (prioritized replay).
+        its transitions, each weighted by ``batch.weights`` when given (prioritized replay);
+        :func:`~dqnlab.agent.gradients.td_loss`.
 
         ``targets``: ``(B,)`` float32 precomputed :meth:`td_targets` (e.g. by another
         process holding the same weights); computed here when None. Only ``boards``
         and ``actions`` of ``batch`` are read when they are given.
         """
-        return self._loss(batch, targets)[0]
-
-    def _loss(self, batch: Minibatch, targets: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor,
-                                                                               torch.Tensor]:
-        """:meth:`loss`, the ``(B, outputs)`` online values it was computed from and the ``(B,)`` TD errors."""
         boards, columns = self._trained(batch)
-        values = self.online(boards)
-        q = values.gather(1, columns).squeeze(1)
         y = self.td_targets(batch) if targets is None else targets
-        each = (F.smooth_l1_loss if self.config.loss == "huber" else F.mse_loss)(q, y, reduction="none")
-        if batch.weights is not None:
-            each = each * self._tensor(batch.weights)
-        return each.mean(), values, (q - y).detach()
+        return autograd_td_loss(self.online, boards, columns, y, self.config.loss, self._weights(batch))[0]
 
     def compute_gradients(self, batch: Minibatch, targets: torch.Tensor | None = None) -> float:
         """Set the online net's gradients to those of the TD loss on ``batch``; return the loss.
@@ -514,10 +389,10 @@ class DQNAgent:
         The loss is :meth:`loss` (Huber or MSE between the trained output and
         :meth:`td_targets`). For :class:`~dqnlab.agent.networks.QNetwork` and
         :class:`~dqnlab.agent.networks.NTupleNetwork` the gradients are computed by their
-        written-out ``backprop`` instead of autograd, which is faster at these sizes
-        (``python -m dqnlab bench learner``) and equal to ``loss.backward()`` up to float32
-        rounding (an n-tuple network's gradient is sparse); the CNN uses autograd. Each
-        ``.grad`` is replaced, not accumulated.
+        written-out ``backprop`` instead of autograd (:mod:`dqnlab.agent.gradients`), which is
+        faster at these sizes (``python -m dqnlab bench learner``) and equal to ``loss.backward()``
+        up to float32 rounding (an n-tuple network's gradient is sparse); the CNN uses autograd.
+        Each ``.grad`` is replaced, not accumulated.
         With ``config.augment_symmetry`` and no ``targets``, the batch is first
         :meth:`augment`-ed (a caller that passes ``targets`` augments before computing them).
 
@@ -534,57 +409,34 @@ class DQNAgent:
             The TD loss (mean over ``B``). It may be NaN or infinite; the caller decides
             (nothing has been stepped yet).
         """
+        c = self.config
         if targets is None:
             batch = self.augment(batch)
         self._last_norm = None
-        if not hasattr(self.online, "backprop"):  # CNNetwork
-            for p in self.online.parameters():
-                p.grad = None
-            value, values, self._last_error = self._loss(batch, targets)
-            value.backward()
-            self._last_loss, self._last_values = value.item(), values.detach()
-            return self._last_loss
         boards, columns = self._trained(batch)
-        n = len(boards)
-        inputs: list[torch.Tensor | None] = []
-        with torch.no_grad():
-            if targets is None and self.config.double_dqn and not self.config.afterstate \
-                    and self.target is not self.online:
-                # one online pass over [s; s']: Q(s) to train, Q(s') to choose a* (the activations
-                # of the first B rows are those of s, contiguous views)
-                both = torch.cat((boards, self._tensor(batch.next_boards)))
-                q = self.online._forward(both, inputs)
-                inputs = [None if x is None else x[:n] for x in inputs]
-                q, targets = q[:n], self.td_targets(batch, online_next=q[n:])
-            else:
-                q = self.online._forward(boards, inputs)
+        kind, weights = c.loss, self._weights(batch)
+        if not hasattr(self.online, "backprop"):  # CNNetwork: autograd
+            optim.clear_grads(self.online.parameters())
             y = self.td_targets(batch) if targets is None else targets
-            error = q.gather(1, columns).squeeze_(1).sub_(y)  # (B,) Q(s, a) - y
-            if self.config.loss == "huber":  # smooth L1 with beta 1: d^2/2 inside [-1, 1], |d| - 1/2 outside
-                slope = error.clamp(-1.0, 1.0).div_(n)
-            else:
-                slope = error.mul(2.0 / n)
-            if batch.weights is None:
-                value = (F.smooth_l1_loss(error, torch.zeros_like(error)) if self.config.loss == "huber"
-                         else error.square().mean())
-            else:  # importance-sampling weights (prioritized replay) scale each transition's loss
-                w = self._tensor(batch.weights)
-                each = (F.smooth_l1_loss(error, torch.zeros_like(error), reduction="none")
-                        if self.config.loss == "huber" else error.square())
-                value = each.mul_(w).mean()
-                slope.mul_(w)
-            grad = torch.zeros_like(q).scatter_(1, columns, slope[:, None])
-        self._last_error = error
-        self.online.backprop(boards, inputs, grad)
-        self._last_loss, self._last_values = float(value), q
+            loss, values, error = autograd_td_loss(self.online, boards, columns, y, kind, weights)
+            loss.backward()
+        elif targets is None and c.double_dqn and not c.afterstate and self.target is not self.online:
+            # Double DQN: one online pass over [s; s'], Q(s) to train and Q(s') to choose a* at s'
+            loss, values, error = backprop_td_loss(
+                self.online, boards, columns, lambda online_next: self.td_targets(batch, online_next), kind,
+                weights, next_boards=self._tensor(batch.next_boards))
+        else:
+            y = self.td_targets(batch) if targets is None else targets
+            loss, values, error = backprop_td_loss(self.online, boards, columns, y, kind, weights)
+        self._last_loss, self._last_values, self._last_error = loss.item(), values.detach(), error
         return self._last_loss
 
     def step_optimizer(self) -> None:
         """Clip the online net's gradients (if configured) and take one optimiser step (Adam,
-        or plain SGD with the sparse fast path of n-tuple tables); counts nothing."""
+        or plain SGD with the sparse fast path of n-tuple tables: :mod:`dqnlab.agent.optim`); counts nothing."""
         if self.config.max_grad_norm is not None:
-            self._last_norm = _clip_grad_norm(self._trained_parameters(), self.config.max_grad_norm)
-        _optimizer_step(self.optimizer)
+            self._last_norm = optim.clip_grad_norm(self._trained_parameters(), self.config.max_grad_norm)
+        optim.optimizer_step(self.optimizer)
 
     def diagnostics(self, grad_norm: bool = True) -> dict[str, float]:
         """What the last gradient computed by :meth:`compute_gradients` says about learning.
@@ -619,7 +471,7 @@ class DQNAgent:
         if grad_norm:
             norm = self._last_norm
             if norm is None:
-                norm = _grad_norm([p.grad for p in self._trained_parameters() if p.grad is not None])
+                norm = optim.grad_norm([p.grad for p in self._trained_parameters() if p.grad is not None])
             out["grad_norm"] = float(norm)
         return out
 
@@ -688,15 +540,10 @@ class DQNAgent:
         Notes
         -----
         The step runs with denormal floats flushed to zero on this thread (restored
-        afterwards): the Adam moments of weights that get no gradient (dead ReLU
-        units, never-seen inputs) decay geometrically through the denormal range,
-        where x86 arithmetic is many times slower. Such a moment moves its weight by
-        far less than the weight's last bit, so the weights come out the same.
+        afterwards; :func:`~dqnlab.agent.optim.denormals_flushed` says why the weights come
+        out the same).
         """
-        flush = _FLUSH_DENORMAL and not _flushing_denormals()
-        if flush:
-            torch.set_flush_denormal(True)
-        try:
+        with optim.denormals_flushed():
             # 1-3: TD targets y, TD loss (Huber or MSE) of Q(s, a) against y, and its gradient
             #      (autograd, or the network's written-out backprop: equal, see compute_gradients)
             loss = self.compute_gradients(batch, targets)
@@ -705,9 +552,6 @@ class DQNAgent:
                 raise FloatingPointError(f"non-finite TD loss ({loss}) at update {update or self.updates + 1}")
             # 4-5: clip the gradient norm (config.max_grad_norm), one optimiser step
             self.step_optimizer()
-        finally:
-            if flush:
-                torch.set_flush_denormal(False)
         return loss
 
     def update(self, batch: Minibatch) -> float:
@@ -728,45 +572,6 @@ class DQNAgent:
         if self.config.target_update and self.updates % self.config.target_update == 0:
             self.sync_target()
         return loss
-
-    def legacy_update(self, batch: Minibatch) -> float:
-        """The legacy per-transition replay step of the original trainer (the ``seed`` preset).
-
-        For each of the ``B`` transitions: predict the target network on ``s'``,
-        predict the online network on ``s``, overwrite the taken action's value with
-        ``r + gamma max Q_target(s')`` (just ``r`` if terminal), and fit on that single
-        sample with MSE over all four outputs (one optimiser step each), as in the
-        Keras ``predict``/``predict``/``fit`` loop of the original trainer. Kept to
-        measure how much batching gains (``python -m dqnlab bench update``); counts
-        as one update. Plain DQN only (no afterstates).
-
-        Returns
-        -------
-        float
-            Mean of the ``B`` single-sample losses.
-        """
-        if self.config.afterstate:
-            raise ValueError("legacy_update is the legacy per-transition Q-learning loop; it needs afterstate=False")
-        losses = []
-        gamma = self.config.gamma
-        for i in range(len(batch.actions)):
-            s = self._tensor(batch.boards[i : i + 1])
-            s2 = self._tensor(batch.next_boards[i : i + 1])
-            with torch.no_grad():
-                target = float(batch.rewards[i])
-                if not batch.dones[i]:
-                    target += gamma * float(self.target(s2).max())
-                target_f = self.online(s).clone()
-            target_f[0, int(batch.actions[i])] = target
-            loss = F.mse_loss(self.online(s), target_f)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
-            losses.append(float(loss.detach()))
-        self.updates += 1
-        if self.config.target_update and self.updates % self.config.target_update == 0:
-            self.sync_target()
-        return float(np.mean(losses))
 
     def sync_target(self) -> None:
         """Copy the online weights into the target network (nothing to do when ``target is online``)."""

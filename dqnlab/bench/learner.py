@@ -135,7 +135,7 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
     import torch
     from torch.nn import functional as F
 
-    from ..agent.dqn import _adam, _clip_grad_norm, _optimizer_step
+    from ..agent.optim import adam, clear_grads, clip_grad_norm, optimizer_step
 
     c = agent.config
     n = len(batch.actions)
@@ -145,7 +145,7 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
     for p in scratch:
         p.grad = torch.randn_like(p)
     foreach = torch.optim.Adam(scratch, lr=c.lr, foreach=True)
-    fused = _adam(scratch, c.lr)
+    fused = adam(scratch, c.lr)
     grads = [p.grad for p in scratch]
 
     def zero_grad_stock() -> None:
@@ -154,17 +154,16 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
             p.grad = g
 
     def zero_grad_loop() -> None:
-        for p in scratch:
-            p.grad = None
+        clear_grads(scratch)
         for p, g in zip(scratch, grads):
             p.grad = g
 
     pairs: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
         ("Adam step: foreach -> fused (optimizer.step)", foreach.step, fused.step),
         ("Adam step: fused optimizer.step -> the fused kernel called directly", fused.step,
-         lambda: _optimizer_step(fused)),
+         lambda: optimizer_step(fused)),
         ("clip gradient norm: nn.utils.clip_grad_norm_ -> own", lambda: torch.nn.utils.clip_grad_norm_(scratch, 1e9),
-         lambda: _clip_grad_norm(scratch, 1e9)),
+         lambda: clip_grad_norm(scratch, 1e9)),
         ("clear gradients: optimizer.zero_grad -> loop", zero_grad_stock, zero_grad_loop),
         (f"encode {n} boards: "
          + ("F.one_hot -> identity rows (index_select)" if c.encoding == "onehot" else "exp2 -> table lookup"),
@@ -229,7 +228,7 @@ def _denormal_part(config: TrainConfig, env_steps: int, rounds: int, min_time: f
     ``env_steps`` env steps (denormal Adam moments build up only in training)."""
     import copy
 
-    from ..agent import dqn as agent_module
+    from ..agent import optim
     from ..runtime.learner import Learner
 
     learner = Learner(config.replace(seed=seed, total_env_steps=10 ** 9))
@@ -238,12 +237,12 @@ def _denormal_part(config: TrainConfig, env_steps: int, rounds: int, min_time: f
     batch = learner.buffer.sample(config.batch_size)
 
     def update(agent: DQNAgent, flush: bool) -> None:
-        old = agent_module._FLUSH_DENORMAL
-        agent_module._FLUSH_DENORMAL = flush and old
+        old = optim._FLUSH_DENORMAL
+        optim._FLUSH_DENORMAL = flush and old
         try:
             agent.update(batch)
         finally:
-            agent_module._FLUSH_DENORMAL = old
+            optim._FLUSH_DENORMAL = old
 
     t = interleaved_times({"before": lambda: update(kept, False), "after": lambda: update(flushed, True)},
                           rounds, min_time, clock)

@@ -1,7 +1,8 @@
 """``bench update``: the legacy per-transition loop (PyTorch, Keras) against the batched update.
 
 The legacy loop is the original trainer's replay step (the ``seed`` preset): a Keras
-``predict``, ``predict`` and ``fit`` per transition of the minibatch.
+``predict``, ``predict`` and ``fit`` per transition of the minibatch; :func:`legacy_update`
+is that loop on a :class:`~dqnlab.DQNAgent`, :func:`keras_legacy_step` the loop in Keras.
 
 Also the set-up the update benchmarks share: a preset checked to be an MLP, and an
 agent with a replay buffer filled by random play.
@@ -22,7 +23,7 @@ from ..game.rules import legal_actions_unchecked
 from ..replay import Minibatch, ReplayBuffer
 from .timing import median_time
 
-__all__ = ["mlp_preset", "agent_and_buffer", "keras_legacy_step", "bench_update"]
+__all__ = ["mlp_preset", "agent_and_buffer", "legacy_update", "keras_legacy_step", "bench_update"]
 
 
 def mlp_preset(name: str, what: str, **overrides: Any) -> TrainConfig:
@@ -50,6 +51,58 @@ def agent_and_buffer(config: TrainConfig, seed: int) -> tuple[DQNAgent, ReplayBu
                          legal_actions_unchecked(out.next_boards))
         boards = out.boards
     return agent, buffer
+
+
+def legacy_update(agent: DQNAgent, batch: Minibatch) -> float:
+    """The legacy per-transition replay step of the original trainer (the ``seed`` preset) on ``agent``.
+
+    For each of the ``B`` transitions: predict the target network on ``s'``,
+    predict the online network on ``s``, overwrite the taken action's value with
+    ``r + gamma max Q_target(s')`` (just ``r`` if terminal), and fit on that single
+    sample with MSE over all four outputs (one optimiser step each), as in the
+    Keras ``predict``/``predict``/``fit`` loop of the original trainer. Kept to
+    measure how much batching gains (``python -m dqnlab bench update``); counts
+    as one update of ``agent`` (and syncs its target network when due). Plain DQN only
+    (no afterstates).
+
+    Returns
+    -------
+    float
+        Mean of the ``B`` single-sample losses.
+
+    Raises
+    ------
+    ValueError
+        For an agent with ``config.afterstate``.
+    """
+    import torch
+    from torch.nn import functional as F
+
+    config = agent.config
+    if config.afterstate:
+        raise ValueError("legacy_update is the legacy per-transition Q-learning loop; it needs afterstate=False")
+
+    def tensor(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(x)).to(agent.device)
+
+    losses = []
+    for i in range(len(batch.actions)):
+        s, s2 = tensor(batch.boards[i : i + 1]), tensor(batch.next_boards[i : i + 1])
+        with torch.no_grad():
+            target = float(batch.rewards[i])
+            if not batch.dones[i]:
+                target += config.gamma * float(agent.target(s2).max())
+            target_f = agent.online(s).clone()
+        target_f[0, int(batch.actions[i])] = target
+        loss = F.mse_loss(agent.online(s), target_f)
+        agent.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        agent.optimizer.step()
+        losses.append(float(loss.detach()))
+    agent.updates += 1
+    if config.target_update and agent.updates % config.target_update == 0:
+        agent.sync_target()
+    return float(np.mean(losses))
 
 
 def keras_legacy_step(config: TrainConfig, seed: int) -> Callable[[Minibatch], None] | None:
@@ -130,7 +183,7 @@ def _time_updates(agent: DQNAgent, batch: Minibatch, config: TrainConfig, repeat
                   seed: int, keras: bool) -> dict[str, float]:
     times = {
         "batched": median_time(lambda: agent.update(batch), repeats, min_time),
-        "legacy_torch": median_time(lambda: agent.legacy_update(batch), repeats, min_time),
+        "legacy_torch": median_time(lambda: legacy_update(agent, batch), repeats, min_time),
     }
     keras_step = keras_legacy_step(config, seed) if keras else None
     if keras_step is not None:

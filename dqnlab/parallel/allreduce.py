@@ -57,7 +57,7 @@ import torch.distributed as dist
 
 from ..agent.dqn import DQNAgent
 from ..config import TrainConfig
-from ..replay import Minibatch
+from ..replay import BATCH_COLUMNS, Minibatch
 from ..runtime.errors import TaskFailed
 from .dask import active_dask_client
 from .faults import check_fault, describe
@@ -85,13 +85,10 @@ _STEP, _STATE, _STOP = 1, 2, 3
 _INTS = 6
 _HEADER = 8 * _INTS + 8
 
-# The columns of :class:`~dqnlab.replay.Minibatch` a part can carry: (shape per transition, dtype).
-_COLUMNS: dict[str, tuple[tuple[int, ...], Any]] = {
-    "boards": ((4, 4), np.uint8), "actions": ((), np.int64), "rewards": ((), np.float32),
-    "next_boards": ((4, 4), np.uint8), "dones": ((), np.bool_), "next_masks": ((4,), np.bool_),
-    "steps": ((), np.uint8), "weights": ((), np.float32)}
-#: The columns every part carries (a uniform one-step minibatch's).
-BASE_COLUMNS = tuple(_COLUMNS)[:6]
+# A part carries columns of :data:`dqnlab.replay.BATCH_COLUMNS` (those of a sampled minibatch: shape
+# per transition and dtype), one after the other in the order its ``columns`` name them.
+#: The columns every part carries (a uniform one-step minibatch's: all but ``steps`` and ``weights``).
+BASE_COLUMNS = tuple(c for c in BATCH_COLUMNS if c not in ("steps", "weights"))
 
 
 def shipped_columns(config: TrainConfig) -> tuple[str, ...]:
@@ -102,7 +99,8 @@ def shipped_columns(config: TrainConfig) -> tuple[str, ...]:
 
 
 def _bytes_per_transition(columns: tuple[str, ...]) -> int:
-    return sum(int(np.prod(_COLUMNS[c][0], dtype=np.int64)) * np.dtype(_COLUMNS[c][1]).itemsize for c in columns)
+    return sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+               for shape, dtype in (BATCH_COLUMNS[c] for c in columns))
 
 
 def pack_minibatch(batch: Minibatch, out: np.ndarray, columns: tuple[str, ...] = BASE_COLUMNS) -> None:
@@ -120,7 +118,7 @@ def pack_minibatch(batch: Minibatch, out: np.ndarray, columns: tuple[str, ...] =
         column = getattr(batch, name)
         if column is None:
             raise ValueError(f"the minibatch has no {name} to send")
-        raw = np.ascontiguousarray(column, dtype=_COLUMNS[name][1]).view(np.uint8).reshape(-1)
+        raw = np.ascontiguousarray(column, dtype=BATCH_COLUMNS[name][1]).view(np.uint8).reshape(-1)
         out[at:at + raw.size] = raw
         at += raw.size
 
@@ -131,7 +129,7 @@ def unpack_minibatch(buf: np.ndarray, n: int, columns: tuple[str, ...] = BASE_CO
     columns not sent are None."""
     at, fields = _HEADER, {}
     for name in columns:
-        shape, dtype = _COLUMNS[name]
+        shape, dtype = BATCH_COLUMNS[name]
         size = n * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         fields[name] = buf[at:at + size].view(dtype).reshape((n, *shape))
         at += size

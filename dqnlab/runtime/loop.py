@@ -1,7 +1,7 @@
 """The run loop every scheme reports to: budget, progress, history, log, callback, Ctrl-C.
 
 :class:`RunLoop` enforces the budget, draws the progress bar, records the history (with
-the DQN diagnostics of :data:`DIAGNOSTICS`), writes the TensorBoard log, calls the
+the DQN diagnostics of :data:`~dqnlab.runtime.progress.DIAGNOSTICS`), writes the TensorBoard log, calls the
 run's callback, writes periodic checkpoints and turns Ctrl-C or a Stop into a clean
 end. Every scheme reports to it as a :class:`~dqnlab.runtime.progress.Progress`;
 :func:`deferred_interrupt` makes the first Ctrl-C a request to end the run at the loop's
@@ -23,19 +23,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import TrainConfig
-from .progress import Progress
+from .progress import DIAGNOSTICS, Progress
 from .results import RunResult
 from .tensorboard import TensorBoardLog
 
 __all__ = ["RunLoop", "DIAGNOSTICS", "RECENT_GAMES", "deferred_interrupt", "mean_diagnostics",
            "replay_ratio", "workers_progress", "recent_score"]
 
-#: The DQN diagnostics in :attr:`RunResult.history <dqnlab.RunResult.history>`, sampled at every
-#: progress report: ``loss``, ``q_max_mean`` and ``grad_norm`` of the last update (see
-#: :meth:`dqnlab.DQNAgent.diagnostics`; NaN before learning starts; ``sharded`` and ``averaged``
-#: measure ``grad_norm`` on the first update after each report), ``epsilon`` (exploration rate
-#: now) and ``replay_ratio`` (achieved: minibatch samples trained so far per env step so far).
-DIAGNOSTICS = ("loss", "q_max_mean", "epsilon", "replay_ratio", "grad_norm")
 #: Games whose mean score and largest tile the progress bar and the TensorBoard log show.
 RECENT_GAMES = 100
 

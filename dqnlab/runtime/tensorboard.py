@@ -31,16 +31,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .progress import Progress
+from .progress import DIAGNOSTICS, Progress
 
 __all__ = ["TensorBoardLog", "DIAGNOSTIC_TAGS", "FLUSH_S"]
 
-#: Tag of each diagnostic of the run loop (:data:`dqnlab.runtime.loop.DIAGNOSTICS`).
-DIAGNOSTIC_TAGS = {"loss": "train/loss", "q_max_mean": "train/q_max_mean", "epsilon": "train/epsilon",
-                   "grad_norm": "train/grad_norm", "replay_ratio": "time/replay_ratio"}
+#: Tag of each diagnostic of the run loop (:data:`dqnlab.runtime.progress.DIAGNOSTICS`): ``train/NAME``,
+#: but ``time/replay_ratio``.
+DIAGNOSTIC_TAGS = {name: f"{'time' if name == 'replay_ratio' else 'train'}/{name}" for name in DIAGNOSTICS}
 #: Seconds between the writer's flushes to disk while a run goes on (closing flushes too).
 FLUSH_S = 10
 

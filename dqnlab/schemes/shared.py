@@ -68,7 +68,7 @@ from ..parallel.shm import FileLock, SharedArrays, SharedReplay, Spec, bind_agen
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
 from ..parallel.workers import LearnerTask, LearnerWorkers
-from ..replay import SumTree, update_priorities
+from ..replay import SumTree, column_arrays, update_priorities
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import Learner, worker_seeds
@@ -251,10 +251,10 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     ``updates_total``, ``target_syncs``: ``(1,)`` int64
     shared counters; ``env_steps``, ``updates``: ``(K,)`` int64, each worker writes its
     own; replay arrays of capacity ``C = buffer_size`` as in :class:`~dqnlab.ReplayBuffer`
-    (``steps`` among them) with ``seg_size``/``seg_pos`` ``(K,)`` int64 per segment; with
-    ``config.prioritized`` also ``priority_tree``, the ``(2 P,)`` float64 array of a
-    :class:`~dqnlab.replay.SumTree` over the C slots (``P`` the power of two >= C), and
-    ``max_priority``, ``(1,)`` float64.
+    (:func:`dqnlab.replay.column_arrays`, ``steps`` among them) with ``seg_size``/``seg_pos``
+    ``(K,)`` int64 per segment; with ``config.prioritized`` also ``priority_tree``, the
+    ``(2 P,)`` float64 array of a :class:`~dqnlab.replay.SumTree` over the C slots (``P`` the
+    power of two >= C), and ``max_priority``, ``(1,)`` float64.
     """
     c, k = config.buffer_size, workers
     n_target = 0 if config.target_update == 1 else n_params
@@ -265,9 +265,7 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
         "adam_step": ((n_tensors,), "float32"),
         "updates_total": ((1,), "int64"), "target_syncs": ((1,), "int64"),
         "env_steps": ((k,), "int64"), "updates": ((k,), "int64"),
-        "boards": ((c, 4, 4), "uint8"), "actions": ((c,), "uint8"), "rewards": ((c,), "float32"),
-        "next_boards": ((c, 4, 4), "uint8"), "dones": ((c,), "bool"), "next_masks": ((c, 4), "bool"),
-        "steps": ((c,), "uint8"), "seg_size": ((k,), "int64"), "seg_pos": ((k,), "int64"),
+        **column_arrays(c), "seg_size": ((k,), "int64"), "seg_pos": ((k,), "int64"),
         **({"priority_tree": ((SumTree.size_for(c),), "float64"), "max_priority": ((1,), "float64")}
            if config.prioritized else {}),
     }

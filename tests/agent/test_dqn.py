@@ -124,20 +124,6 @@ def test_non_finite_loss_raises_and_keeps_weights(config):
     assert all(np.array_equal(w[k], v) for k, v in agent.get_weights().items())
 
 
-def test_legacy_update_matches_batched_update_on_one_transition():
-    # MSE over four outputs vs over the taken action differs by a factor 4; Adam's step
-    # does not depend on the loss scale, so one step of each must agree.
-    config = TrainConfig(hidden=(16,), batch_size=1, buffer_size=10, double_dqn=False, mask_illegal=False,
-                         loss="mse", max_grad_norm=None, target_update=0)
-    buf = filled_buffer(1)
-    batch = buf.sample(1)
-    a, b = DQNAgent(config, seed=3), DQNAgent(config, seed=3)
-    a.legacy_update(batch)
-    b.update(batch)
-    for k, v in a.get_weights().items():
-        np.testing.assert_allclose(v, b.get_weights()[k], atol=1e-6)
-
-
 def test_weights_round_trip_and_shape_check(config):
     a, b = DQNAgent(config, seed=0), DQNAgent(config, seed=1)
     b.set_weights(a.get_weights(), target=True)

@@ -12,7 +12,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
-from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH, _adam, _clip_grad_norm, _optimizer_step
+from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH
+from dqnlab.agent.optim import adam as _adam
+from dqnlab.agent.optim import clip_grad_norm as _clip_grad_norm
+from dqnlab.agent.optim import optimizer_step as _optimizer_step
 from dqnlab.bench.learner import PlainUpdate, bench_learner, learner_markdown, update_flops
 
 
@@ -153,7 +156,7 @@ def test_bench_learner_rows_on_a_tiny_budget():
 
 
 def test_update_flushes_denormals_only_while_it_runs_and_changes_no_weight(tiny_config):
-    import dqnlab.agent.dqn as agent_module
+    import dqnlab.agent.optim as agent_module
     from dqnlab.runtime.learner import Learner
 
     assert not agent_module._flushing_denormals()

@@ -1,0 +1,200 @@
+"""The optimiser's side of the update: its step, gradient clipping and clearing, denormal flushing.
+
+Each computes what the stock PyTorch call computes, without the per-call Python work around it
+(hooks, state checks, grouping tensors by device and dtype), which weighs at DQN's small sizes:
+``python -m dqnlab bench learner`` times each against the stock call, and the tests check each
+against it (``tests/bench/test_bench_learner.py``, ``tests/test_learning.py``).
+
+Two reach into PyTorch internals, each with the public call as fallback: :func:`optimizer_step`
+reads the optimiser's hook dictionaries (:func:`_no_hooks`) and calls the private kernel
+``torch._fused_adam_`` (PyTorch 2.4 and later; a PyTorch whose kernel takes other arguments
+goes back to ``optimizer.step()`` for good); :func:`denormals_flushed` tells whether this
+thread flushes denormals by an arithmetic probe (PyTorch has no getter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch.optim import optimizer as _optim_module
+
+__all__ = ["adam", "optimizer_step", "grad_norm", "clip_grad_norm", "clear_grads", "denormals_flushed"]
+
+
+def adam(params: Any, lr: float) -> torch.optim.Adam:
+    """Adam with the fused kernel (one pass over each parameter per step), or ``foreach``
+    where this PyTorch has no fused CPU Adam (before 2.4). Same update either way."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, ValueError):  # pragma: no cover - old PyTorch
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
+# --------------------------------------------------------------------------- the step
+def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()``; for dqnlab's own fused Adam, the same kernel call without the
+    per-call Python work around it (:func:`_fused_adam_step`); for plain SGD with sparse
+    gradients (n-tuple networks), :func:`_sparse_sgd_step`. Both only for an optimiser without
+    hooks; anything else -- another optimiser (a user's), a PyTorch whose kernel signature
+    differs -- goes through ``optimizer.step()``."""
+    if _no_hooks(optimizer) and (_sparse_sgd_step(optimizer) or _fused_adam_step(optimizer)):
+        return
+    optimizer.step()
+
+
+def _no_hooks(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether no step hook is registered, on ``optimizer`` or for all optimisers (private dictionaries)."""
+    return not (optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+                or _optim_module._global_optimizer_pre_hooks or _optim_module._global_optimizer_post_hooks)
+
+
+def _sparse_sgd_step(optimizer: torch.optim.Optimizer) -> bool:
+    """Plain SGD (``p -= lr * grad``) with row-sparse gradients as one flat ``index_add_`` per
+    parameter; returns False, doing nothing, unless ``optimizer`` is a ``torch.optim.SGD`` whose
+    every group is plain SGD (float lr, no momentum, weight decay, maximize or differentiable)
+    and some gradient is sparse.
+
+    ``torch.optim.SGD`` adds a sparse COO gradient to its dense parameter as a sparse
+    tensor, much slower than a flat ``index_add_`` for an n-tuple minibatch (thousands of
+    rows of a table of millions). The result is the same up to
+    the order in which repeated rows are summed.
+    """
+    if type(optimizer) is not torch.optim.SGD:
+        return False
+    groups = optimizer.param_groups
+    plain = all(isinstance(g["lr"], float) and not g["momentum"] and not g["weight_decay"] and not g["maximize"]
+                and not g.get("differentiable") for g in groups)
+    if not plain or not any(p.grad is not None and p.grad.is_sparse for g in groups for p in g["params"]):
+        return False
+    with torch.no_grad():
+        for g in groups:
+            for p in g["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if not grad.is_sparse:
+                    p.add_(grad, alpha=-g["lr"])
+                    continue
+                rows, values = grad._indices()[0], grad._values()
+                width = values[0].numel() if len(values) else 1
+                if width > 1:  # a row of `width` outputs: its entries in the flat table
+                    rows = (rows[:, None] * width + torch.arange(width, device=rows.device)).reshape(-1)
+                p.view(-1).index_add_(0, rows, values.reshape(-1), alpha=-g["lr"])
+    return True
+
+
+#: Whether ``torch._fused_adam_`` takes the arguments :func:`_fused_adam_step` passes (set False at the first
+#: call that raises TypeError).
+_FUSED_ADAM = {"ok": hasattr(torch, "_fused_adam_")}
+
+
+def _fused_adam_step(optimizer: torch.optim.Optimizer) -> bool:
+    """``Adam.step`` of a fused Adam as its kernel call alone; returns False, doing nothing, unless
+    ``optimizer`` is a plain ``torch.optim.Adam`` with ``fused=True``, one parameter group of float
+    hyperparameters (no amsgrad, maximize, capturable, differentiable or decoupled weight decay)
+    and every parameter's gradient and state already present (so never on the first step).
+
+    It increments each parameter's ``step`` and calls ``torch._fused_adam_`` with the group's
+    settings, as ``Adam.step`` does.
+    """
+    groups = optimizer.param_groups
+    if not (_FUSED_ADAM["ok"] and type(optimizer) is torch.optim.Adam and len(groups) == 1):
+        return False
+    g = groups[0]
+    params = g["params"]
+    state = optimizer.state
+    if not (g.get("fused") and not g["amsgrad"] and not g["maximize"] and not g.get("capturable")
+            and not g.get("differentiable") and not g.get("decoupled_weight_decay")
+            and isinstance(g["lr"], float) and all(p.grad is not None and p in state for p in params)):
+        return False
+    states = [state[p] for p in params]
+    steps = [st["step"] for st in states]
+    beta1, beta2 = g["betas"]
+    with torch.no_grad():
+        torch._foreach_add_(steps, 1)
+        try:
+            torch._fused_adam_(params, [p.grad for p in params], [st["exp_avg"] for st in states],
+                               [st["exp_avg_sq"] for st in states], [], steps, amsgrad=False, lr=g["lr"],
+                               beta1=beta1, beta2=beta2, weight_decay=g["weight_decay"], eps=g["eps"],
+                               maximize=False, grad_scale=None, found_inf=None)
+        except TypeError:  # pragma: no cover - a PyTorch whose private kernel takes other arguments
+            torch._foreach_sub_(steps, 1)
+            _FUSED_ADAM["ok"] = False
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- gradients
+def grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """L2 norm of all ``grads`` together (a 0-d tensor; NaN for none). A sparse gradient is
+    coalesced first: an n-tuple table's rows used more than once add up before squaring."""
+    dense = [g for g in grads if not g.is_sparse]
+    norms = list(torch._foreach_norm(dense, 2.0)) if dense else []
+    norms += [torch.linalg.vector_norm(g.coalesce().values(), 2.0) for g in grads if g.is_sparse]
+    return torch.linalg.vector_norm(torch.stack(norms), 2.0) if norms else torch.tensor(float("nan"))
+
+
+def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor | None:
+    """``nn.utils.clip_grad_norm_(params, max_norm)`` (same arithmetic, L2 norm), without its
+    per-call grouping of tensors by device and dtype: scale all gradients by
+    ``min(1, max_norm / (norm + 1e-6))``. Returns the norm before clipping (None without gradients)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return None
+    total = grad_norm(grads)
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    return total
+
+
+def clear_grads(params: Iterable[torch.Tensor]) -> None:
+    """Drop every parameter's ``.grad`` (``optimizer.zero_grad(set_to_none=True)`` as a plain loop)."""
+    for p in params:
+        p.grad = None
+
+
+# --------------------------------------------------------------------------- denormals
+# The smallest float32 denormal (made from its bits, so that no rounding mode can flush
+# it): multiplying it by one gives zero exactly when the calling thread flushes denormals.
+_DENORMAL = torch.tensor([1], dtype=torch.int32).view(torch.float32)
+
+
+def _flushing_denormals() -> bool:
+    """Whether this thread currently flushes denormal floats to zero (PyTorch has no getter)."""
+    return float(_DENORMAL * 1.0) == 0.0
+
+
+def _can_flush_denormals() -> bool:
+    """Whether this CPU supports flushing denormals (x86 with SSE3); leaves the mode as it was."""
+    was = _flushing_denormals()
+    ok = torch.set_flush_denormal(True)
+    if not was:
+        torch.set_flush_denormal(False)
+    return ok
+
+
+#: Whether :func:`denormals_flushed` flushes (the CPU can; read at each call, so a benchmark may turn it off).
+_FLUSH_DENORMAL = _can_flush_denormals()
+
+
+@contextlib.contextmanager
+def denormals_flushed() -> Iterator[None]:
+    """Inside, this thread flushes denormal floats to zero; afterwards the mode is as it was
+    (a mode the caller set is kept).
+
+    For the update: the Adam moments of weights that get no gradient (dead ReLU units,
+    never-seen inputs) decay geometrically through the denormal range, where x86 arithmetic
+    is many times slower. Such a moment moves its weight by far less than the weight's last
+    bit, so the weights come out the same.
+    """
+    flush = _FLUSH_DENORMAL and not _flushing_denormals()
+    if flush:
+        torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        if flush:
+            torch.set_flush_denormal(False)
