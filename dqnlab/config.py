@@ -132,7 +132,8 @@ class TrainConfig:
         None, "Moves (env steps of one board) after which an episode is truncated; None = never.",
         unit="moves", low=1)
     invalid_move_reward: float = option(
-        0.0, "Reward for a move that changes nothing; the user's trainer used -25.", unit="points")
+        0.0, "Reward for a move that changes nothing (the seed preset, the original trainer: -25).",
+        unit="points")
     mask_illegal: bool = option(
         True, "Act only among moves that change the board (exploration and greedy); False = all four.")
 
@@ -171,7 +172,8 @@ class TrainConfig:
         8.0, "Minibatch samples trained on per env step (updates per env step x batch_size).",
         unit="samples per env step", low=0)
     target_update: int = option(
-        1_000, "Updates between target-network syncs; 0 = sync at the end of every episode (the user's trainer).",
+        1_000, "Updates between target-network syncs; 0 = sync at the end of every episode (as the "
+        "seed preset, the original trainer).",
         unit="updates", low=0)
     double_dqn: bool = option(True, "Use the Double DQN target (online net picks, target net evaluates).")
     loss: str = option("huber", "TD loss: huber (smooth L1, delta 1) or mse.", choices=_LOSSES)
@@ -210,7 +212,8 @@ class TrainConfig:
         100_000, "Env steps (per learner) of linear decay from start to end; used when epsilon_decay_rate is None.",
         unit="env steps", low=1)
     epsilon_decay_rate: float | None = option(
-        None, "If set, epsilon is multiplied by this after every update instead (the user's trainer: 0.995).",
+        None, "If set, epsilon is multiplied by this after every update instead (the seed preset, the "
+        "original trainer: 0.995).",
         low=0, high=1, low_open=True)
 
     extra: dict[str, Any] = option(doc="Free-form notes kept with the run (not used by training; text: JSON).",
@@ -297,7 +300,7 @@ class TrainConfig:
 
 #: The presets (see the README for what each reaches):
 #:
-#: * ``seed``: the user's original trainer (``shared/seed/README.md``): dense 16-256-256-4
+#: * ``seed``: the original trainer the package started from (``shared/seed/README.md``): dense 16-256-256-4
 #:   on the raw grid, Adam 1e-3, MSE, gamma 0.99, epsilon 0.9 -> 0.01 (x0.995 per replay
 #:   step), buffer 2,000, minibatch 64, one replay step per move, target copied at the end
 #:   of each episode, 1,000-move cap, -25 for a move that changes nothing.
@@ -312,8 +315,8 @@ class TrainConfig:
 #:   transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery. The replay holds
 #:   the last step of the 64 boards and a minibatch is 64 of them: TD(0) online, as the n-tuple
 #:   papers learn, batched, and the weight rows an update reads are those its step's act just
-#:   read, still in the CPU's caches (a replay of 20,000 cost a quarter of the speed and learnt
-#:   less per env step). The step on V per sample, ``lr * 2 * 32 / batch_size``, is 0.2. Learning starts after
+#:   read, still in the CPU's caches (a larger replay reads them again from memory; the README's
+#:   results compare the two). The step on V per sample, ``lr * 2 * 32 / batch_size``, is 0.2. Learning starts after
 #:   50,000 env steps, once the games have drifted apart: a minibatch drawn from the first moves of
 #:   games started together holds near-identical boards, whose shared rows take one summed step
 #:   per sample and blow the values up.

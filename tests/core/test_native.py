@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dqnlab import TrainConfig
+from dqnlab.core.ntuple import afterstate_rows
 from dqnlab.runtime.learner import Learner
 
 N_ENVS = 16
@@ -113,19 +114,24 @@ def test_native_steps_equal_the_python_loop(overrides):
     assert_same_state(a, b)
 
 
-def test_the_row_cache_serves_the_next_act():
-    """An update that computed the afterstate rows of a board the next act plays leaves them for it (and
-    the act takes them: the loops stay equal above, with a replay of one step)."""
+def test_the_row_cache_holds_the_rows_of_the_boards_the_next_act_plays():
+    """An update that computed the afterstate rows of a board the next act plays leaves them for it, and
+    they are that board's rows (the act takes them: the loops stay equal above, with a replay of one step)."""
     a, _ = pair(config(seed=3, buffer_size=N_ENVS, batch_size=N_ENVS))
     a.advance(N_ENVS * 60)  # past learning_starts
     work = a.native.work
     cached = np.flatnonzero(work.cache_ok)
     assert len(cached) > N_ENVS // 4  # about 1 - 1/e of the boards are sampled by a step's update
-    boards = a.env.boards.reshape(N_ENVS, 16)
+    runs, n_runs, offsets = a.agent.online.placements
+    rows, rewards, legal = (np.empty_like(work.cache_rows[0]), np.empty_like(work.cache_rewards[0]),
+                            np.empty_like(work.cache_legal[0]))
     for i in cached:
-        np.testing.assert_array_equal(work.cache_board[i], boards[i])
-    a.advance(N_ENVS)
-    assert work.acted_ok.all()  # no exploration: every board's rows were taken (cached or computed)
+        board = a.env.boards.reshape(N_ENVS, 16)[i]
+        np.testing.assert_array_equal(work.cache_board[i], board)
+        afterstate_rows(board, runs, n_runs, offsets, False, np.empty(16, np.uint8), rows, rewards, legal)
+        np.testing.assert_array_equal(work.cache_legal[i], legal)
+        np.testing.assert_array_equal(work.cache_rows[i][legal], rows[legal])
+        np.testing.assert_array_equal(work.cache_rewards[i][legal], rewards[legal])
 
 
 def test_native_games_finish():
