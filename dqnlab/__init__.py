@@ -6,7 +6,7 @@ The public API, grouped by purpose:
   :func:`move_batch`, :func:`legal_actions`, :func:`is_game_over`, :func:`spawn`, and
   :func:`board_from_tiles` / :func:`board_to_tiles` (boards as people write them: tile values)
   to and from the log2-exponent boards the game uses;
-* agent: :class:`QNetwork`, :class:`DQNAgent`, :class:`ReplayBuffer`;
+* agent: :class:`MLPNetwork`, :class:`DQNAgent`, :class:`ReplayBuffer`;
 * training: :class:`TrainConfig`, :func:`train`, :data:`SCHEMES`;
 * results: :class:`RunResult`, :func:`evaluate`, :class:`EvalResult`;
 * players: :func:`load_player` (a trained player in one line), :class:`Player`, :func:`play`
@@ -23,7 +23,7 @@ import os as _os
 # It only takes effect if torch is not imported yet; a value already in the environment wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .agent import DQNAgent, QNetwork
+from .agent import DQNAgent, MLPNetwork
 from .config import PRESETS, TrainConfig
 from .evaluation import EvalResult, RecordedGame, evaluate, play
 from .game import (
@@ -53,7 +53,7 @@ __all__ = [
     "Game2048", "VecGame2048", "move", "move_batch", "legal_actions", "is_game_over", "spawn", "new_board",
     "board_from_tiles", "board_to_tiles",
     # agent
-    "QNetwork", "DQNAgent", "ReplayBuffer", "Minibatch",
+    "MLPNetwork", "DQNAgent", "ReplayBuffer", "Minibatch",
     # training
     "TrainConfig", "PRESETS", "train", "SCHEMES",
     # results

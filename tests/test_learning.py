@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.agent.networks import CNNetwork, NTupleNetwork, QNetwork, make_network
+from dqnlab.agent.networks import CNNetwork, MLPNetwork, NTupleNetwork, make_network
 from dqnlab.config import NTUPLE_SETS
 from dqnlab.game import legal_actions_batch, move_batch
 from dqnlab.game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS, transform_boards
@@ -232,7 +232,7 @@ def test_every_network_maps_boards_to_values(network, outputs):
     if network == "ntuple":
         kw.update(optimizer="sgd", max_grad_norm=None)
     net = make_network(TrainConfig(**kw), outputs)
-    assert isinstance(net, {"mlp": QNetwork, "cnn": CNNetwork, "ntuple": NTupleNetwork}[network])
+    assert isinstance(net, {"mlp": MLPNetwork, "cnn": CNNetwork, "ntuple": NTupleNetwork}[network])
     out = net(torch.zeros((3, 4, 4), dtype=torch.uint8))
     assert out.shape == (3, outputs) and out.dtype == torch.float32
 

@@ -1,7 +1,7 @@
 """The DQN agent: a Q-function over 2048 boards, epsilon-greedy acting, batched updates.
 
 This module is the DQN maths: acting, the TD target (:meth:`DQNAgent.td_targets`) and the
-update's order (:meth:`DQNAgent.step`). The TD loss and its gradient, by autograd or by the
+update's order (:meth:`DQNAgent.gradient_step`). The TD loss and its gradient, by autograd or by the
 networks' written-out backprop, are in :mod:`dqnlab.agent.gradients`; the optimiser's step,
 gradient clipping and denormal flushing in :mod:`dqnlab.agent.optim`.
 
@@ -32,9 +32,9 @@ from ..game.symmetry import ACTION_PERMUTATIONS, transform_actions, transform_bo
 from ..replay import Minibatch
 from . import optim
 from .gradients import autograd_td_loss, backprop_td_loss
-from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, QNetwork, make_network
+from .networks import EMBEDDING_MIN_BATCH, N_EXPONENTS, MLPNetwork, make_network
 
-__all__ = ["QNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "resolve_device", "transform_rewards",
+__all__ = ["MLPNetwork", "DQNAgent", "epsilon_at", "priority_beta_at", "resolve_device", "transform_rewards",
            "afterstates", "N_EXPONENTS", "EMBEDDING_MIN_BATCH", "UPDATE_DIAGNOSTICS"]
 
 #: What :meth:`DQNAgent.diagnostics` reports about the last update.
@@ -387,7 +387,7 @@ class DQNAgent:
         """Set the online net's gradients to those of the TD loss on ``batch``; return the loss.
 
         The loss is :meth:`loss` (Huber or MSE between the trained output and
-        :meth:`td_targets`). For :class:`~dqnlab.agent.networks.QNetwork` and
+        :meth:`td_targets`). For :class:`~dqnlab.agent.networks.MLPNetwork` and
         :class:`~dqnlab.agent.networks.NTupleNetwork` the gradients are computed by their
         written-out ``backprop`` instead of autograd (:mod:`dqnlab.agent.gradients`), which is
         faster at these sizes (``python -m dqnlab bench learner``) and equal to ``loss.backward()``
@@ -510,7 +510,7 @@ class DQNAgent:
         groups = self.optimizer.param_groups
         return groups[0]["params"] if len(groups) == 1 else [p for g in groups for p in g["params"]]
 
-    def step(self, batch: Minibatch, targets: torch.Tensor | None = None, update: int | None = None) -> float:
+    def gradient_step(self, batch: Minibatch, targets: torch.Tensor | None = None, update: int | None = None) -> float:
         """The DQN update's gradient step on a minibatch, without its bookkeeping: every scheme's update.
 
         :meth:`update` adds the update count and the target sync; ``sharded`` and
@@ -567,7 +567,7 @@ class DQNAgent:
         FloatingPointError
             If the loss is NaN or infinite; the weights are left unchanged.
         """
-        loss = self.step(batch)
+        loss = self.gradient_step(batch)
         self.updates += 1
         if self.config.target_update and self.updates % self.config.target_update == 0:
             self.sync_target()

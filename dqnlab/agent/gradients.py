@@ -4,7 +4,7 @@
 weights when given) and :func:`td_loss_slope` its derivative with respect to each TD error.
 :func:`autograd_td_loss` computes the loss on an autograd graph (any network; ``backward()``
 gives the gradient); :func:`backprop_td_loss` sets the gradients by the network's written-out
-``backprop`` (:class:`~dqnlab.agent.networks.QNetwork`,
+``backprop`` (:class:`~dqnlab.agent.networks.MLPNetwork`,
 :class:`~dqnlab.agent.networks.NTupleNetwork`) from that slope, without building a graph:
 faster at DQN's sizes (``python -m dqnlab bench learner``) and equal to autograd up to float32
 rounding (an n-tuple network's gradient is sparse).

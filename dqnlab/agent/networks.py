@@ -33,7 +33,7 @@ from ..core import memory as core_memory
 from ..core import ntuple as core_ntuple
 from ..game.symmetry import ACTION_PERMUTATIONS, CELL_PERMUTATIONS
 
-__all__ = ["QNetwork", "CNNetwork", "NTupleNetwork", "NETWORKS", "make_network",
+__all__ = ["MLPNetwork", "CNNetwork", "NTupleNetwork", "NETWORKS", "make_network",
            "N_EXPONENTS", "EMBEDDING_MIN_BATCH"]
 
 N_EXPONENTS = 18  # board exponents 0..17
@@ -106,7 +106,7 @@ class _OneHotLinear(torch.autograd.Function):
 _relu_backward = torch.ops.aten.threshold_backward  # grad where the ReLU's output > 0, else 0
 
 
-class QNetwork(nn.Module):
+class MLPNetwork(nn.Module):
     """Multi-layer perceptron (``TrainConfig.network = "mlp"``) mapping boards to action or afterstate values.
 
     Parameters
@@ -231,7 +231,7 @@ class CNNetwork(nn.Module):
     Notes
     -----
     ``forward``: ``(N, 4, 4)`` uint8 exponents -> ``(N, outputs)`` float32. Trained by
-    autograd (no written-out backward pass as :class:`QNetwork` has).
+    autograd (no written-out backward pass as :class:`MLPNetwork` has).
     """
 
     def __init__(self, channels: int = 64, hidden: tuple[int, ...] = (256,), outputs: int = 4):
@@ -396,7 +396,7 @@ def make_network(config: Any, outputs: int) -> nn.Module:
         For an unknown ``config.network`` (a validated TrainConfig never has one).
     """
     if config.network == "mlp":
-        return QNetwork(config.encoding, config.hidden, outputs)
+        return MLPNetwork(config.encoding, config.hidden, outputs)
     if config.network == "cnn":
         return CNNetwork(config.channels, config.hidden, outputs)
     if config.network == "ntuple":

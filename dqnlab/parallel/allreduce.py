@@ -349,13 +349,13 @@ class Replica:
         self.slots = (0, 0)
         self.td_errors: np.ndarray | None = None
 
-    def step(self, batch: Minibatch, share: float, grad_norm: bool, slots: tuple[int, int] | None = None) -> None:
+    def update(self, batch: Minibatch, share: float, grad_norm: bool, slots: tuple[int, int] | None = None) -> None:
         """:meth:`update`, its time outside collectives added to this rank's ``compute`` seconds.
         ``slots``: :attr:`slots` (default ``(0, n)``: ``batch``'s ``n`` transitions are the whole update)."""
         self.slots = (0, len(batch.actions)) if slots is None else slots
         t0, comm0 = time.perf_counter(), self.coll.comm_s
         try:
-            self.update(batch, share, grad_norm)
+            self.rank_update(batch, share, grad_norm)
         finally:
             self.compute_s += time.perf_counter() - t0 - (self.coll.comm_s - comm0)
 
@@ -384,7 +384,7 @@ class Replica:
         self.td_errors = carry.numpy()
         return bool(torch.isfinite(carry).all())
 
-    def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
+    def rank_update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
         """One update of the scheme at this rank, from this rank's part of it (``sharded``: its
         shard of the minibatch; ``averaged``: its own minibatch), already augmented by rank 0.
         ``share``: the part's weight in the update (the shares of all ranks sum to 1). Counts
@@ -459,7 +459,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
                 continue
             check_fault(fault, rank, updates=update)
             try:
-                replica.step(unpack_minibatch(part.raw, n, part.columns), float(part.share[0]),
+                replica.update(unpack_minibatch(part.raw, n, part.columns), float(part.share[0]),
                              grad_norm=bool(grad_norm), slots=(first, total))
             except FloatingPointError:  # rank 0 has the same verdict and ends the run
                 pass
@@ -619,7 +619,7 @@ class AllReduceGroup:
             self._scatter(_STEP, self.replica.agent.updates, sizes, grad_norm)
         self.updates += 1
         try:
-            self.replica.step(parts[0], float(shares[0]), grad_norm, slots=(0, sum(sizes)))
+            self.replica.update(parts[0], float(shares[0]), grad_norm, slots=(0, sum(sizes)))
         except RuntimeError as e:  # gloo: a peer closed its connection, or a timeout
             raise self._failure(e) from e
         if self.updates == 1 and self.workers > 1:
@@ -800,6 +800,6 @@ def _peer_went_away(message: str) -> bool:
 
 
 def finite_or_raise(value: float, update: int) -> None:
-    """Raise FloatingPointError for a non-finite TD loss (the message of :meth:`DQNAgent.step`)."""
+    """Raise FloatingPointError for a non-finite TD loss (the message of :meth:`DQNAgent.gradient_step`)."""
     if not math.isfinite(value):
         raise FloatingPointError(f"non-finite TD loss ({value}) at update {update}")

@@ -3,8 +3,8 @@
 The parent acts and owns the replay buffer; every update is one round of the K workers:
 over all-reduce (:mod:`dqnlab.parallel.allreduce`: each rank a replica of the model, the
 scheme's :class:`~dqnlab.parallel.allreduce.Replica` says what is reduced), or one joblib
-round in which each worker takes one optimiser step (:meth:`DQNAgent.step
-<dqnlab.DQNAgent.step>`) from a copy of the current state, and the K results are averaged
+round in which each worker takes one optimiser step (:meth:`DQNAgent.gradient_step
+<dqnlab.DQNAgent.gradient_step>`) from a copy of the current state, and the K results are averaged
 back into the parent's learner (:func:`parallel_update`). :func:`run_rounds` is the whole run.
 """
 
@@ -102,7 +102,7 @@ def _train_step(worker: int, workers: int, parent_pid: int, config: TrainConfig,
     agent = _step_agent(config)
     agent.set_weights(state["online"])
     load_optimizer_state(agent, state["opt"])
-    agent.step(Minibatch(boards, actions, None, None, None, None, weights=weights), torch.from_numpy(targets),
+    agent.gradient_step(Minibatch(boards, actions, None, None, None, None, weights=weights), torch.from_numpy(targets),
                update=update + 1)
     out = {"ok": True, "weights": agent.get_weights(), "opt": optimizer_state(agent),
            "diagnostics": agent.diagnostics(grad_norm)}

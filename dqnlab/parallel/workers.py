@@ -5,8 +5,8 @@ worker task. What such a task does besides its scheme's algorithm is the same: r
 its games and counters about twice a second, answer checkpoint requests with its
 state, stop on the parent's order, the budget or the deadline, send what it has when it
 fails, and send its last report (with its final state) when it ends.
-:class:`LearnerTask` does that (the scheme's part is :meth:`LearnerTask.after_step`
-and a few fields); :class:`LearnerWorkers` is what the parent knows of such learners:
+:class:`LearnerWorker` does that (the scheme's part is :meth:`LearnerWorker.after_step`
+and a few fields); :class:`LearnerCoordinator` is what the parent knows of such learners:
 their games, last reports, checkpoint assembly and per-worker summary.
 """
 
@@ -24,10 +24,10 @@ from .faults import check_fault
 from .messages import Checkpoint, Report, UnexpectedMessage
 from .tasks import Channel, Coordinator
 
-__all__ = ["LearnerTask", "LearnerWorkers"]
+__all__ = ["LearnerWorker", "LearnerCoordinator"]
 
 
-class LearnerTask:
+class LearnerWorker:
     """A learner's side of a long-lived task: its loop, reports, checkpoint state and end.
 
     Parameters
@@ -171,7 +171,7 @@ class LearnerTask:
         self.report(done=True)
 
 
-class LearnerWorkers(Coordinator):
+class LearnerCoordinator(Coordinator):
     """What the parent knows of K worker learners, from their reports and checkpoint states.
 
     Parameters
@@ -217,7 +217,7 @@ class LearnerWorkers(Coordinator):
             self.absorb(msg.worker, msg.state)
 
     def absorb(self, k: int, state: dict[str, Any]) -> None:
-        """Make the view of learner ``k`` that of its checkpoint ``state`` (:meth:`LearnerTask.state`)."""
+        """Make the view of learner ``k`` that of its checkpoint ``state`` (:meth:`LearnerWorker.state`)."""
         learner = state["learner"]
         self.rows = [r for r in self.rows if r["worker"] != k] + [dict(r) for r in learner["episodes"]]
         self.latest[k] = {**self.latest[k], "env_steps": int(learner["env_steps"]),

@@ -250,7 +250,7 @@ class Learner:
         Raises
         ------
         FloatingPointError
-            If an update's TD loss is NaN or infinite (see :meth:`dqnlab.DQNAgent.step`).
+            If an update's TD loss is NaN or infinite (see :meth:`dqnlab.DQNAgent.gradient_step`).
         """
         if self.native is None:
             n = self.act_step()

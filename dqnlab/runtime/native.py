@@ -105,7 +105,7 @@ class NativeLoop:
         Raises
         ------
         FloatingPointError
-            If an update's TD loss is NaN or infinite (its weights unchanged, as ``DQNAgent.step``).
+            If an update's TD loss is NaN or infinite (its weights unchanged, as ``DQNAgent.gradient_step``).
         """
         ln = self.learner
         env, n = ln.env, ln.config.n_envs
@@ -138,7 +138,7 @@ class NativeLoop:
         Raises
         ------
         FloatingPointError
-            If an update's TD loss is NaN or infinite (its weights unchanged, as ``DQNAgent.step``).
+            If an update's TD loss is NaN or infinite (its weights unchanged, as ``DQNAgent.gradient_step``).
         """
         replay, segments = self._begin()
         status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,

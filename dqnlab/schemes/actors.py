@@ -242,7 +242,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                 "lockstep": options.lockstep}
     threads = options.learner_threads or (
         None if remote else min(torch_threads(1), max(1, joblib.cpu_count() - workers)))
-    learner = _Learner(config, workers, options.weights_every, min_ratio, options.lockstep)
+    learner = _CentralLearner(config, workers, options.weights_every, min_ratio, options.lockstep)
     resumed = _checkpoint.state if _checkpoint is not None else None
     if resumed is not None:
         if len(resumed["actors"]) != workers:
@@ -307,7 +307,7 @@ def _actor_epsilons(actor_epsilon: Any, workers: int) -> list[float | None]:
     return values
 
 
-class _Learner(ActorFeed):
+class _CentralLearner(ActorFeed):
     """The learner: the actors' data in its replay buffer (:class:`~dqnlab.parallel.feed.ActorFeed`),
     the agent, replay-ratio accounting, weight broadcasts and the throttle."""
 

@@ -80,7 +80,7 @@ class Replica(allreduce.Replica):
         """Every rank's model equals rank 0's after each update only when every update averages it all."""
         return self.every == 1 and (self.options["average_moments"] or self.agent.config.optimizer == "sgd")
 
-    def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
+    def rank_update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
         """One step on this rank's own minibatch ``batch``; every ``average_every`` updates, the
         average over ranks (each rank's model weighted by its ``share``: 1/K).
 

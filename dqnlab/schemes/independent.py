@@ -55,7 +55,7 @@ from ..parallel.messages import NewWeights, Report, SyncPost, UnexpectedMessage
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
 from ..parallel.weights import Weights, average_weights, divergence
-from ..parallel.workers import LearnerTask, LearnerWorkers
+from ..parallel.workers import LearnerCoordinator, LearnerWorker
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import Learner, worker_seeds
@@ -152,7 +152,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
     budgets = split_budget(config.total_env_steps, workers)
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()  # every learner starts here
-    parent = _Parent(workers, config.batch_size, init, options.sync, options.temperature)
+    parent = _IndependentCoordinator(workers, config.batch_size, init, options.sync, options.temperature)
     resumed = _checkpoint.state if _checkpoint is not None else None
     if resumed is not None:
         parent.restore(resumed)
@@ -284,7 +284,7 @@ def combine_weights(schedule: str, weights: Sequence[Weights], scores: Sequence[
 
 
 # ----------------------------------------------------------------------------- the parent
-class _Parent(LearnerWorkers):
+class _IndependentCoordinator(LearnerCoordinator):
     """What the parent knows of the learners, and the sync barrier: it closes each round
     once every running learner has checked in, and sends the combined weights."""
 
@@ -385,7 +385,7 @@ class _Parent(LearnerWorkers):
 
 
 # ----------------------------------------------------------------------------- a learner (a worker task)
-class _IndependentLearner(LearnerTask):
+class _IndependentWorker(LearnerWorker):
     """A learner task that checks in at every sync round (and waits for the weights when active)."""
 
     def __init__(self, ch: Channel, learner: Learner, schedule: SyncSchedule, **kw: Any):
@@ -448,7 +448,7 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, s
     """One learner, in a worker process, for the whole run (see the module docstring).
 
     ``init_weights``: the common initial weights (None: the learner's own, one learner);
-    ``kw``: :class:`~dqnlab.parallel.workers.LearnerTask`'s (budget, clock, reports,
+    ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports,
     fault, checkpointing, resume).
     """
     # A learner's budget is its own share of the run's env steps: prioritized replay anneals beta to 1 over it.
@@ -456,4 +456,4 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, s
     learner = Learner(own, worker=worker, device=config.device)
     if init_weights is not None and kw["resume"] is None:
         learner.agent.set_weights(init_weights, target=True)
-    _IndependentLearner(ch, learner, SyncSchedule(sync, sync_every, final_fraction), **kw).run()
+    _IndependentWorker(ch, learner, SyncSchedule(sync, sync_every, final_fraction), **kw).run()

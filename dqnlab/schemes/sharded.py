@@ -87,7 +87,7 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
 class Replica(allreduce.Replica):
     """``sharded`` at one rank of the all-reduce group (``comm="allreduce"``)."""
 
-    def update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
+    def rank_update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
         """Gradient of this rank's shard, all-reduced into the whole minibatch's; the same step at every rank.
 
         ``batch``: this rank's shard; ``share``: its size over the minibatch's. With prioritized

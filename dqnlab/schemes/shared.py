@@ -67,7 +67,7 @@ from ..options import SchemeOptions, option
 from ..parallel.shm import FileLock, SharedArrays, SharedReplay, Spec, bind_agent, shared_replay
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
-from ..parallel.workers import LearnerTask, LearnerWorkers
+from ..parallel.workers import LearnerCoordinator, LearnerWorker
 from ..replay import SumTree, column_arrays, update_priorities
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
@@ -161,7 +161,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     budgets = split_budget(config.total_env_steps, workers)
     # (threads: the block in this process's memory, on huge pages where the OS offers them)
     arrays = SharedArrays.create(shared_layout(config, workers, n_params, len(shapes)), private=options.threads)
-    parent = _Parent(workers, config.batch_size, arrays)
+    parent = _SharedCoordinator(workers, config.batch_size, arrays)
     final: dict[str, Any] = {}  # what the block held when it was released
     lock_path = tree_lock_path = None
     replay: list[SharedReplay] = []  # the parent's reader view of the buffer, while the block is there
@@ -365,7 +365,7 @@ class _SharedLearner(Learner):
                 if batch is None:  # the compiled update, which counts and syncs in the block itself
                     self.native.learn(1)
                 else:
-                    self.last_loss = agent.step(batch, update=int(a["updates_total"][0]) + 1)  # on the shared model
+                    self.last_loss = agent.gradient_step(batch, update=int(a["updates_total"][0]) + 1)  # on the shared model
                     agent.updates += 1
                     a["updates_total"][0] += 1
                     if c.target_update > 1 and a["updates_total"][0] // c.target_update > a["target_syncs"][0]:
@@ -383,7 +383,7 @@ class _SharedLearner(Learner):
         return n
 
 
-class _Parent(LearnerWorkers):
+class _SharedCoordinator(LearnerCoordinator):
     """What the parent knows of the workers; a checkpoint also copies the whole block."""
 
     def __init__(self, workers: int, batch_size: int, arrays: SharedArrays):
@@ -399,7 +399,7 @@ class _Parent(LearnerWorkers):
         return {"arrays": self.arrays.copy()}  # every worker waits: the block is still
 
 
-class _SharedTask(LearnerTask):
+class _SharedWorker(LearnerWorker):
     """A worker task that reports its lock wait and replay counters."""
 
     def report_extra(self) -> dict[str, Any]:
@@ -410,14 +410,14 @@ def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, tree_lock
                  config: TrainConfig, worker: int, workers: int, **kw: Any) -> None:
     """One worker of the shared scheme: act on its boards, learn on the shared model.
 
-    ``kw``: :class:`~dqnlab.parallel.workers.LearnerTask`'s (budget, clock, reports, fault,
+    ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports, fault,
     checkpointing, resume).
     """
     arrays = SharedArrays.attach(handle)
     lock = FileLock(lock_path) if lock_path is not None else None
     tree_lock = FileLock(tree_lock_path) if tree_lock_path is not None else None
     try:
-        _SharedTask(ch, _SharedLearner(config, worker, workers, arrays, lock, tree_lock), **kw).run()
+        _SharedWorker(ch, _SharedLearner(config, worker, workers, arrays, lock, tree_lock), **kw).run()
     finally:  # (the learner and its views into the block are gone with the task object)
         for held in (lock, tree_lock):
             if held is not None:

@@ -5,7 +5,7 @@ import pytest
 import torch
 from helpers import filled_buffer
 
-from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
+from dqnlab import DQNAgent, MLPNetwork, TrainConfig, VecGame2048
 from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH, transform_rewards
 from dqnlab.game import legal_actions_batch
 
@@ -17,10 +17,10 @@ def config():
 
 def test_network_shapes():
     boards = torch.zeros((5, 4, 4), dtype=torch.uint8)
-    assert QNetwork("onehot", (8, 8))(boards).shape == (5, 4)
-    assert QNetwork("raw", (8,))(boards).shape == (5, 4)
+    assert MLPNetwork("onehot", (8, 8))(boards).shape == (5, 4)
+    assert MLPNetwork("raw", (8,))(boards).shape == (5, 4)
     with pytest.raises(ValueError, match="encoding"):
-        QNetwork("pixels")
+        MLPNetwork("pixels")
 
 
 def test_acting_picks_only_legal_moves(config):

@@ -11,7 +11,7 @@ from helpers import filled_buffer
 from torch import nn
 from torch.nn import functional as F
 
-from dqnlab import DQNAgent, QNetwork, TrainConfig, VecGame2048
+from dqnlab import DQNAgent, MLPNetwork, TrainConfig, VecGame2048
 from dqnlab.agent.dqn import EMBEDDING_MIN_BATCH
 from dqnlab.agent.optim import adam as _adam
 from dqnlab.agent.optim import clip_grad_norm as _clip_grad_norm
@@ -45,14 +45,14 @@ def test_update_flops_matches_a_hand_count():
     assert g["forward_online_next"] == 86 and g["clip"] == 3 * 46
     assert g["total"] == 3 * 86 + (86 + 16) + 15 * 46
     onehot = update_flops(TrainConfig(hidden=(256, 256)))
-    assert onehot["parameters"] == sum(p.numel() for p in QNetwork("onehot", (256, 256)).parameters())
+    assert onehot["parameters"] == sum(p.numel() for p in MLPNetwork("onehot", (256, 256)).parameters())
 
 
 # ------------------------------------------------------------- the learner computes the same
 @pytest.mark.parametrize("rows", [1, 7, EMBEDDING_MIN_BATCH - 1, EMBEDDING_MIN_BATCH, 300])
 def test_onehot_network_equals_dense_one_hot_product_forward_and_gradients(rows):
     torch.manual_seed(0)
-    net = QNetwork("onehot", (32, 16))
+    net = MLPNetwork("onehot", (32, 16))
     boards = _boards(rows)
     dense = F.one_hot(boards.reshape(rows, 16).long(), 18).reshape(rows, -1).float()
     assert torch.equal(net.encode(boards), dense)
@@ -71,7 +71,7 @@ def test_raw_encoding_is_exact_tile_values():
     boards = _boards(20)
     x = boards.reshape(20, 16).float()
     expected = torch.where(x > 0, torch.exp2(x), torch.zeros_like(x))
-    assert torch.equal(QNetwork("raw", (8,)).encode(boards), expected)
+    assert torch.equal(MLPNetwork("raw", (8,)).encode(boards), expected)
 
 
 def test_direct_fused_adam_step_is_bitwise_optimizer_step():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from dqnlab import QNetwork, TrainConfig
+from dqnlab import MLPNetwork, TrainConfig
 from dqnlab.bench.sb3 import OneHotObservation, RawObservation, sb3_dqn_settings
 
 
@@ -35,7 +35,7 @@ def test_observation_wrappers_give_the_network_input():
     obs, _ = env.reset(seed=0)
     board = torch.from_numpy(env.unwrapped._board[None].copy())
     assert obs.shape == (288,) and obs.dtype == np.uint8
-    assert np.array_equal(obs, QNetwork("onehot", (4,)).encode(board)[0].numpy())
+    assert np.array_equal(obs, MLPNetwork("onehot", (4,)).encode(board)[0].numpy())
     raw = RawObservation(Game2048())
     obs, _ = raw.reset(seed=0)
-    assert np.array_equal(obs, QNetwork("raw", (4,)).encode(torch.from_numpy(raw.unwrapped._board[None].copy()))[0])
+    assert np.array_equal(obs, MLPNetwork("raw", (4,)).encode(torch.from_numpy(raw.unwrapped._board[None].copy()))[0])

@@ -8,7 +8,7 @@ import pytest
 
 from dqnlab.parallel.messages import Checkpoint, Checkpointed, NewWeights, Report, Stop, Throttle, UnexpectedMessage
 from dqnlab.parallel.tasks import Channel
-from dqnlab.parallel.workers import LearnerWorkers
+from dqnlab.parallel.workers import LearnerCoordinator
 
 
 def _channel(*orders) -> Channel:
@@ -45,7 +45,7 @@ def test_serving_a_checkpoint_without_a_handler_raises_on_another_order():
 
 
 def test_the_parent_side_of_learners_takes_reports_and_raises_on_other_kinds():
-    parent = LearnerWorkers(2, batch_size=32, extra={"score": 0.0})
+    parent = LearnerCoordinator(2, batch_size=32, extra={"score": 0.0})
     parent.receive(Report(1, False, [{"worker": 1, "score": 4}], 80, 5, {"acting": 1.0, "learning": 2.0}, 0.5,
                           {"loss": 0.1}, {"score": 4.0}))
     assert parent.latest[1]["env_steps"] == 80 and parent.latest[1]["score"] == 4.0 and len(parent.rows) == 1

@@ -111,12 +111,12 @@ def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stoppe
     from types import SimpleNamespace
 
     from dqnlab.parallel.messages import NewWeights, Stop, SyncPost
-    from dqnlab.schemes.independent import _IndependentLearner, _Parent
+    from dqnlab.schemes.independent import _IndependentCoordinator, _IndependentWorker
 
     sent = []
     group = SimpleNamespace(stopping=True, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
     w = [{"w": np.full(3, float(k), np.float32)} for k in range(2)]
-    parent = _Parent(2, 8, w[0], "periodic", 500.0)
+    parent = _IndependentCoordinator(2, 8, w[0], "periodic", 500.0)
     parent.group, parent.loop = group, SimpleNamespace(elapsed=1.0)
     for k in range(2):
         parent.receive(SyncPost(k, 1, True, w[k], 0.0, 100, 50))
@@ -127,7 +127,7 @@ def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stoppe
     np.testing.assert_array_equal(sent[0][1].weights["w"], np.full(3, 0.5, np.float32))
 
     got = []
-    learner = object.__new__(_IndependentLearner)  # only its barrier: the learner's wait for round 1
+    learner = object.__new__(_IndependentWorker)  # only its barrier: the learner's wait for round 1
     learner.learner = SimpleNamespace(agent=SimpleNamespace(set_weights=got.append))
     learner.ch, learner.awaiting = SimpleNamespace(wait=Stop, stopped=True), 1
     learner.sync_wait()
