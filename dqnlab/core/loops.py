@@ -273,111 +273,205 @@ def _argmax_legal(q):
 
 
 @kernel
-def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, cells):
-    """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
-    ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
-    segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
-    gradient (for its norm); ``work``: the learner's :class:`Work`; ``cells`` ``(N, 16)`` uint8: the
-    boards the next act will play (the row cache's; ``(0, 16)``: none). Returns :data:`OK`, or :data:`NON_FINITE` at an update whose loss is NaN
-    or infinite (nothing of it applied; the updates before it stay)."""
-    r_boards, r_actions, r_rewards, r_next, r_dones, _, r_steps, lo, _, _, size = replay
-    online, target, runs, n_runs, offsets = net
-    b_size = hp.batch_size
-    q, y, q4, c4, slots, scratch = work.q, work.y, work.q4, work.c4, work.slots, work.cells
+def _sample_slots(rng, lo, size, sizes, slots):
+    """``ReplayBuffer.sample``'s draw: ``slots`` ``(B,)`` uniform with replacement over the filled slots
+    of every segment, segment by segment (``sizes`` ``(K,)`` int64 scratch)."""
+    total = 0
+    for k in range(size.shape[0]):
+        sizes[k] = size[k]
+        total += sizes[k]
+    for j in range(slots.shape[0]):
+        i = rng.integers(0, total)
+        k = 0
+        while i >= sizes[k]:
+            i -= sizes[k]
+            k += 1
+        slots[j] = lo[k] + i
+
+
+@kernel
+def _minibatch_rows(replay, net, hp, rows, work, cells):
+    """The weight rows of the minibatch at ``work.slots``: ``rows[j]`` those of transition j's afterstate,
+    ``work.next_*[j]`` those, the rewards and the legality of its next board's four afterstates, and
+    ``work.alive[j]`` whether that board has a move and the transition did not end the game. Rows the
+    row cache holds (:class:`Work`) are copied, not recomputed; a next board that is one the next act
+    plays (``cells``) is cached for it."""
+    r_boards, r_actions, _, r_next, r_dones = replay[:5]
+    _, _, runs, n_runs, offsets = net
+    scratch, next_rows, next_rewards, next_legal = work.cells, work.next_rows, work.next_rewards, work.next_legal
+    for j in range(work.slots.shape[0]):
+        s = work.slots[j]
+        board = r_boards[s]
+        i = work.slot_env[s]
+        a = r_actions[s]
+        if hp.n_step == 1 and i >= 0 and work.acted_ok[i] and _same(work.acted[i], board) and work.legal[i, a]:
+            rows[j] = work.rows[i, a]  # (own_points is read for n-step transitions only)
+        else:
+            b, big = pack(board)
+            after, points, _ = afterstate(board, b, big, a, scratch)
+            work.own_points[j] = points
+            features(after, runs, n_runs, offsets, rows[j])
+        nb = r_next[s]
+        if i >= 0 and work.cache_ok[i] and _same(work.cache_board[i], nb):
+            next_rows[j] = work.cache_rows[i]
+            next_rewards[j] = work.cache_rewards[i]
+            next_legal[j] = work.cache_legal[i]
+            legal_any = next_legal[j, 0] or next_legal[j, 1] or next_legal[j, 2] or next_legal[j, 3]
+        else:
+            legal_any = afterstate_rows(nb, runs, n_runs, offsets, hp.log_rewards, scratch, next_rows[j],
+                                        next_rewards[j], next_legal[j])
+            if 0 <= i < cells.shape[0] and _same(cells[i], nb):
+                work.cache_rows[i] = next_rows[j]
+                work.cache_rewards[i] = next_rewards[j]
+                work.cache_legal[i] = next_legal[j]
+                work.cache_board[i] = nb
+                work.cache_ok[i] = True
+        work.alive[j] = legal_any and not r_dones[s]
+
+
+@kernel
+def _td_targets(replay, net, hp, rows, work):
+    """``DQNAgent.td_targets`` on afterstates: ``work.q[j]`` = V(afterstate j) and ``work.y[j]`` =
+    ``gamma^k [alive] max_a' (r(s', a') + V_target(afterstate(s', a')))``, ``a'`` chosen by the online
+    V with Double DQN and a separate target; for an n-step transition of ``k`` steps plus its return
+    less the move's own reward (the afterstate already holds that reward)."""
+    r_rewards, r_steps = replay[2], replay[6]
+    online, target = net[0], net[1]
+    q, y, q4, c4 = work.q, work.y, work.q4, work.c4
     next_rows, next_rewards, next_legal = work.next_rows, work.next_rewards, work.next_legal
-    alive, own_points = work.alive, work.own_points
-    n_seg = size.shape[0]
-    sizes = np.empty(n_seg, np.int64)
-    for u in range(updates):
-        total = 0
-        for k in range(n_seg):
-            sizes[k] = size[k]
-            total += sizes[k]
-        for j in range(b_size):  # ReplayBuffer.sample: uniform over all filled slots, segment by segment
-            i = rng.integers(0, total)
-            k = 0
-            while i >= sizes[k]:
-                i -= sizes[k]
-                k += 1
-            slots[j] = lo[k] + i
-        for j in range(b_size):  # the weight rows of every afterstate first ...
-            s = slots[j]
-            board = r_boards[s]
-            i = work.slot_env[s]
-            a = r_actions[s]
-            if hp.n_step == 1 and i >= 0 and work.acted_ok[i] and _same(work.acted[i], board) and work.legal[i, a]:
-                rows[j] = work.rows[i, a]  # (own_points is read for n-step transitions only)
-            else:
-                b, big = pack(board)
-                after, points, _ = afterstate(board, b, big, a, scratch)
-                own_points[j] = points
-                features(after, runs, n_runs, offsets, rows[j])
-            nb = r_next[s]
-            if i >= 0 and work.cache_ok[i] and _same(work.cache_board[i], nb):
-                next_rows[j] = work.cache_rows[i]
-                next_rewards[j] = work.cache_rewards[i]
-                next_legal[j] = work.cache_legal[i]
-                legal_any = next_legal[j, 0] or next_legal[j, 1] or next_legal[j, 2] or next_legal[j, 3]
-            else:
-                legal_any = afterstate_rows(nb, runs, n_runs, offsets, hp.log_rewards, scratch, next_rows[j],
-                                            next_rewards[j], next_legal[j])
-                if 0 <= i < cells.shape[0] and _same(cells[i], nb):
-                    work.cache_rows[i] = next_rows[j]
-                    work.cache_rewards[i] = next_rewards[j]
-                    work.cache_legal[i] = next_legal[j]
-                    work.cache_board[i] = nb
-                    work.cache_ok[i] = True
-            alive[j] = legal_any and not r_dones[s]
-        for j in range(b_size):  # ... then their values
-            s = slots[j]
-            q[j] = gather(online, rows[j])
-            t = np.float32(0.0)
-            if alive[j]:
+    for j in range(q.shape[0]):
+        s = work.slots[j]
+        q[j] = gather(online, rows[j])
+        t = np.float32(0.0)
+        if work.alive[j]:
+            for a in range(4):
+                q4[a] = gather(target, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
+            if hp.double_dqn and hp.separate_target:
                 for a in range(4):
-                    q4[a] = gather(target, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
-                if hp.double_dqn and hp.separate_target:
-                    for a in range(4):
-                        c4[a] = gather(online, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
-                    t = q4[_argmax_legal(c4)]
-                else:
-                    t = q4[_argmax_legal(q4)]
-            if hp.n_step > 1:  # return less the move's own reward, discounted bootstrap from k steps on
-                t = t * np.float32(hp.gamma) ** np.float32(r_steps[s]) + (r_rewards[s] - _reward(hp, own_points[j]))
+                    c4[a] = gather(online, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
+                t = q4[_argmax_legal(c4)]
             else:
-                t = t * np.float32(hp.gamma) + np.float32(0.0)
-            y[j] = t
-        loss = 0.0
-        q_sum = 0.0
-        finite = True  # in float32, as the Python path's loss is: a square past float32's range is not finite
-        for j in range(b_size):
-            e32 = q[j] - y[j]
-            e = np.float64(e32)
-            q_sum += q[j]
-            if hp.huber:
-                loss += 0.5 * e * e if abs(e) < 1.0 else abs(e) - 0.5
-            else:
-                loss += e * e
-                finite &= np.isfinite(e32 * e32)
-        finite &= np.isfinite(np.float32(loss))  # (the sum, too, is float32 there)
-        loss /= b_size
-        if not finite:
-            times[_LAST_LOSS] = loss
-            return NON_FINITE
+                t = q4[_argmax_legal(q4)]
+        if hp.n_step > 1:  # return less the move's own reward, discounted bootstrap from k steps on
+            t = t * np.float32(hp.gamma) ** np.float32(r_steps[s]) + (r_rewards[s] - _reward(hp, work.own_points[j]))
+        else:
+            t = t * np.float32(hp.gamma) + np.float32(0.0)
+        y[j] = t
+
+
+@kernel
+def _loss_slopes(q, y, hp, slopes):
+    """The TD loss (MSE or Huber) of ``q`` against ``y`` ``(B,)`` float32, and whether it is finite; when it
+    is, ``slopes`` ``(B,)`` float32 gets its derivative in each ``q[j]``. Returns ``(loss, finite)``."""
+    b_size = q.shape[0]
+    loss = 0.0
+    finite = True  # in float32, as the Python path's loss is: a square past float32's range is not finite
+    for j in range(b_size):
+        e32 = q[j] - y[j]
+        e = np.float64(e32)
+        if hp.huber:
+            loss += 0.5 * e * e if abs(e) < 1.0 else abs(e) - 0.5
+        else:
+            loss += e * e
+            finite &= np.isfinite(e32 * e32)
+    finite &= np.isfinite(np.float32(loss))  # (the sum, too, is float32 there)
+    loss /= b_size
+    if finite:
         for j in range(b_size):
             e = q[j] - y[j]
             if hp.huber:
                 slopes[j] = min(max(e, np.float32(-1.0)), np.float32(1.0)) / np.float32(b_size)
             else:
                 slopes[j] = e * np.float32(2.0 / b_size)
+    return loss, finite
+
+
+@kernel
+def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, cells):
+    """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
+    ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
+    segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
+    gradient (for its norm); ``work``: the learner's :class:`Work`; ``cells`` ``(N, 16)`` uint8: the
+    boards the next act will play (the row cache's; ``(0, 16)``: none). Returns :data:`OK`, or
+    :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied; the updates
+    before it stay)."""
+    online, target = net[0], net[1]
+    sizes = np.empty(replay[10].shape[0], np.int64)
+    for _ in range(updates):
+        _sample_slots(rng, replay[7], replay[10], sizes, work.slots)
+        _minibatch_rows(replay, net, hp, rows, work, cells)  # the weight rows of every afterstate first ...
+        _td_targets(replay, net, hp, rows, work)  # ... then their values
+        loss, finite = _loss_slopes(work.q, work.y, hp, slopes)
+        times[_LAST_LOSS] = loss
+        if not finite:
+            return NON_FINITE
         sgd_rows(online, rows, slopes, hp.lr)
         ctr[_UPDATES] += 1
         totals[0][0] += 1
         if hp.target_update > 1 and totals[0][0] // hp.target_update > totals[1][0]:
             totals[1][0] = totals[0][0] // hp.target_update
             target[:] = online
-        times[_LAST_LOSS] = loss
-        times[_Q_MEAN] = q_sum / b_size
+        q_sum = 0.0
+        for j in range(work.q.shape[0]):
+            q_sum += work.q[j]
+        times[_Q_MEAN] = q_sum / work.q.shape[0]
     return OK
+
+
+@kernel
+def _outcomes(hp, points, changed, legal, scores, moves, rewards, terminated, done):
+    """``VecGame2048.step``'s outcome of a step of ``N`` boards: scores and move counts advanced by the
+    step's ``points`` ``(N,)`` int64, ``rewards`` ``(N,)`` float32 (``invalid_move_reward`` where the move
+    ``changed`` nothing), ``terminated`` (no legal move left) and ``done`` (terminated, or truncated at
+    ``max_moves``) ``(N,)`` bool. Returns how many games ended."""
+    finished = 0
+    for i in range(points.shape[0]):
+        scores[i] += points[i]
+        moves[i] += 1
+        rewards[i] = _reward(hp, points[i] if changed[i] else hp.invalid_move_reward)
+        terminated[i] = not (legal[i, 0] or legal[i, 1] or legal[i, 2] or legal[i, 3])
+        truncated = not terminated[i] and hp.max_moves > 0 and moves[i] >= hp.max_moves
+        done[i] = terminated[i] or truncated
+        finished += done[i]
+    return finished
+
+
+@kernel
+def _end_games(done, nxt, scores, moves, masks, records, ctr, wall, epsilon, loss, rng, fresh, fresh_legal):
+    """``VecGame2048``'s autoreset: for every board whose game ended (``done`` ``(N,)`` bool), its episode
+    record (:data:`RECORD_COLUMNS`, at ``wall`` seconds, ``epsilon`` and ``loss``) at ``ctr['records']``,
+    a new board from ``rng`` in ``nxt`` with its legal moves in ``masks``, and its score and moves zeroed.
+    ``fresh`` ``(N, 16)`` uint8 and ``fresh_legal`` ``(N, 4)`` bool are scratch."""
+    k = 0
+    for i in range(done.shape[0]):
+        if done[i]:
+            k += 1
+    new_boards_into(fresh[:k], rng)
+    k = 0
+    for i in range(done.shape[0]):
+        if done[i]:
+            top = 0
+            for c in range(16):
+                top = max(top, nxt[i, c])
+            rec = records[ctr[_RECORDS]]
+            rec[0] = ctr[_ENV_STEPS]
+            rec[1] = wall
+            rec[2] = scores[i]
+            rec[3] = 0 if top == 0 else 1 << top
+            rec[4] = moves[i]
+            rec[5] = epsilon
+            rec[6] = loss
+            ctr[_RECORDS] += 1
+            nxt[i] = fresh[k]
+            k += 1
+            scores[i] = 0
+            moves[i] = 0
+    legal_batch(fresh[:k], fresh_legal[:k])
+    k = 0
+    for i in range(done.shape[0]):
+        if done[i]:
+            masks[i] = fresh_legal[k]
+            k += 1
 
 
 @kernel
@@ -418,52 +512,15 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
         _choose(cells, masks, agent_rng, epsilon, net, hp, actions, work)
         # VecGame2048.step
         advance_batch(cells, actions, env_rng, nxt, points, changed, legal)
-        finished = 0
-        for i in range(n):
-            scores[i] += points[i]
-            moves[i] += 1
-            rewards[i] = _reward(hp, points[i] if changed[i] else hp.invalid_move_reward)
-            terminated[i] = not (legal[i, 0] or legal[i, 1] or legal[i, 2] or legal[i, 3])
-            truncated = not terminated[i] and hp.max_moves > 0 and moves[i] >= hp.max_moves
-            done[i] = terminated[i] or truncated
-            finished += done[i]
+        finished = _outcomes(hp, points, changed, legal, scores, moves, rewards, terminated, done)
         before[:] = cells
         _push(nstep, replay, ctr, hp, before, actions, rewards, nxt, terminated, legal, done, work.slot_env)
         ctr[_ENV_STEPS] += n
         steps_of_all[me] = ctr[_ENV_STEPS]
         if finished:
-            k = 0
-            for i in range(n):
-                if done[i]:
-                    k += 1
-            new_boards_into(fresh[:k], env_rng)
-            wall = now(work.clock)
-            eps_after = _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0])
-            k = 0
-            for i in range(n):
-                if done[i]:
-                    top = 0
-                    for c in range(16):
-                        top = max(top, nxt[i, c])
-                    rec = records[ctr[_RECORDS]]
-                    rec[0] = ctr[_ENV_STEPS]
-                    rec[1] = wall
-                    rec[2] = scores[i]
-                    rec[3] = 0 if top == 0 else 1 << top
-                    rec[4] = moves[i]
-                    rec[5] = eps_after
-                    rec[6] = times[_LAST_LOSS]
-                    ctr[_RECORDS] += 1
-                    nxt[i] = fresh[k]
-                    k += 1
-                    scores[i] = 0
-                    moves[i] = 0
-            legal_batch(fresh[:k], fresh_legal[:k])
-            k = 0
-            for i in range(n):
-                if done[i]:
-                    masks[i] = fresh_legal[k]
-                    k += 1
+            _end_games(done, nxt, scores, moves, masks, records, ctr, now(work.clock),
+                       _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0]), times[_LAST_LOSS], env_rng, fresh,
+                       fresh_legal)
             if hp.target_update == 0:  # sync at the end of every episode
                 net[1][:] = net[0]
         for i in range(n):
