@@ -128,24 +128,20 @@ class PlainUpdate:
         return value
 
 
-def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds: int,
-                   min_time: float, clock: Callable[[], float] = time.perf_counter,
-                   buffer: ReplayBuffer | None = None) -> list[dict[str, Any]]:
-    """Before/after seconds of each part of the update that was changed (interleaved pairs)."""
+Pair = tuple[str, Callable[[], Any], Callable[[], Any]]  # a part's name, its code before and after
+
+
+def _optimizer_pairs(agent: DQNAgent) -> list[Pair]:
+    """The optimiser's parts, before and after: the Adam step, gradient clipping, clearing gradients."""
     import torch
-    from torch.nn import functional as F
 
     from ..agent.optim import adam, clear_grads, clip_grad_norm, optimizer_step
 
-    c = agent.config
-    n = len(batch.actions)
-    boards = torch.from_numpy(batch.boards)
-    params = list(agent.online.parameters())
-    scratch = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    scratch = [torch.nn.Parameter(p.detach().clone()) for p in agent.online.parameters()]
     for p in scratch:
         p.grad = torch.randn_like(p)
-    foreach = torch.optim.Adam(scratch, lr=c.lr, foreach=True)
-    fused = adam(scratch, c.lr)
+    foreach = torch.optim.Adam(scratch, lr=agent.config.lr, foreach=True)
+    fused = adam(scratch, agent.config.lr)
     grads = [p.grad for p in scratch]
 
     def zero_grad_stock() -> None:
@@ -158,24 +154,36 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
         for p, g in zip(scratch, grads):
             p.grad = g
 
-    pairs: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
+    return [
         ("Adam step: foreach -> fused (optimizer.step)", foreach.step, fused.step),
         ("Adam step: fused optimizer.step -> the fused kernel called directly", fused.step,
          lambda: optimizer_step(fused)),
         ("clip gradient norm: nn.utils.clip_grad_norm_ -> own", lambda: torch.nn.utils.clip_grad_norm_(scratch, 1e9),
          lambda: clip_grad_norm(scratch, 1e9)),
         ("clear gradients: optimizer.zero_grad -> loop", zero_grad_stock, zero_grad_loop),
-        (f"encode {n} boards: "
-         + ("F.one_hot -> identity rows (index_select)" if c.encoding == "onehot" else "exp2 -> table lookup"),
-         lambda: plain.encode(boards), lambda: agent.online.encode(boards)),
     ]
+
+
+def _data_pairs(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, buffer: ReplayBuffer | None) -> list[Pair]:
+    """The parts that turn data into gradients, before and after: encoding boards, the TD loss's
+    gradients, and (with ``buffer``) drawing the minibatch."""
+    import torch
+
+    n = len(batch.actions)
+    boards = torch.from_numpy(batch.boards)
+
     def autograd_gradients() -> None:
-        for p in params:
+        for p in agent.online.parameters():
             p.grad = None
         agent.loss(batch).backward()
 
-    pairs.append(("TD loss gradients: autograd (loss().backward()) -> backprop written out (compute_gradients)",
-                  autograd_gradients, lambda: agent.compute_gradients(batch)))
+    pairs: list[Pair] = [
+        (f"encode {n} boards: "
+         + ("F.one_hot -> identity rows (index_select)" if agent.config.encoding == "onehot" else "exp2 -> table lookup"),
+         lambda: plain.encode(boards), lambda: agent.online.encode(boards)),
+        ("TD loss gradients: autograd (loss().backward()) -> backprop written out (compute_gradients)",
+         autograd_gradients, lambda: agent.compute_gradients(batch)),
+    ]
     if buffer is not None:
         def fancy_index() -> Minibatch:  # ReplayBuffer.sample as first written
             idx = buffer.rng.integers(0, buffer.size, size=n)
@@ -184,6 +192,17 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
                              a["next_boards"][idx], a["dones"][idx], a["next_masks"][idx])
         pairs.append((f"replay sample of {n} from {buffer.size:,}: fancy indexing -> ndarray.take", fancy_index,
                       lambda: buffer.sample(n)))
+    return pairs
+
+
+def _network_pairs(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch) -> list[Pair]:
+    """The network's parts, before and after: its forward pass at several batch sizes, and with the
+    one-hot encoding its first layer as a dense product against an embedding sum."""
+    import torch
+    from torch.nn import functional as F
+
+    n = len(batch.actions)
+    pairs: list[Pair] = []
     for rows in sorted({1, 32, n}):
         b = torch.from_numpy(np.ascontiguousarray(np.resize(batch.boards, (rows, 4, 4))))
 
@@ -195,7 +214,7 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
             with torch.no_grad():
                 agent.online(b)
         pairs.append((f"network forward, {rows} board(s), no grad", before, after))
-    if c.encoding == "onehot":
+    if agent.config.encoding == "onehot":
         first = agent.online.mlp[0]
         from ..agent.networks import _one_hot_columns, _OneHotLinear
 
@@ -212,12 +231,20 @@ def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds
                 _OneHotLinear.apply(_one_hot_columns(b), first.weight, first.bias).backward(g)
             pairs.append((f"one-hot first layer, {rows} boards, forward + backward: dense -> embedding sum",
                           dense, embed))
+    return pairs
+
+
+def _learner_parts(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, rounds: int,
+                   min_time: float, clock: Callable[[], float] = time.perf_counter,
+                   buffer: ReplayBuffer | None = None) -> list[dict[str, Any]]:
+    """Before/after seconds of each part of the update that was changed (interleaved pairs)."""
+    pairs = _optimizer_pairs(agent) + _data_pairs(agent, plain, batch, buffer) + _network_pairs(agent, plain, batch)
     out = []
     for name, before, after in pairs:
         t = interleaved_times({"before": before, "after": after}, rounds, min_time, clock)
         out.append({"part": name, "before_us": 1e6 * t["before"], "after_us": 1e6 * t["after"],
                     "speedup": t["before"] / t["after"]})
-    for p in params:
+    for p in agent.online.parameters():
         p.grad = None
     return out
 
