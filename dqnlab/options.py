@@ -6,7 +6,7 @@ with :func:`option`. From those declarations come
 * validation (:func:`check_fields`, run by the dataclasses' ``__post_init__``): a
   ``ValueError`` naming the field, what is allowed and what was given;
 * the command line (:mod:`dqnlab.cli`): one flag per field, its doc and unit as help;
-* the notebooks' controls (:mod:`dqnlab.ui.panels`): one control per scheme option, its
+* the notebooks' controls (:mod:`dqnlab.ui.controls`): one control per scheme option, its
   doc as tooltip, hidden while the option does not apply.
 
 Checks across fields (``batch_size <= buffer_size``, a budget present, an option

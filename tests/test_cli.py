@@ -65,7 +65,8 @@ def test_apex_with_prioritized_n_step_replay_from_the_command_line(tmp_path, cap
 
 
 def test_minutes_budget_maps_to_seconds(tmp_path):
-    from dqnlab.cli import _config_from_args, _parser
+    from dqnlab.cli.parser import build_parser as _parser
+    from dqnlab.cli.settings import config_from_args as _config_from_args
 
     args = _parser().parse_args(["train", "--minutes", "0.5", "--preset", "seed"])
     c = _config_from_args(args)
@@ -151,7 +152,8 @@ def _sample(spec):
 
 
 def test_every_config_field_is_a_flag_that_round_trips():
-    from dqnlab.cli import _given, _parser
+    from dqnlab.cli.flags import flags_given as _given
+    from dqnlab.cli.parser import build_parser as _parser
     from dqnlab.config import TrainConfig
     from dqnlab.options import specs
 
@@ -169,7 +171,7 @@ def test_every_config_field_is_a_flag_that_round_trips():
             assert getattr(args, name) is None and name in vars(args)
     args = _parser().parse_args(["train", "--preset", "mlp", "--hidden", "64,32", "--no-double-dqn", "--lr", "0.01",
                                  "--max-grad-norm", "none", "--gamma", "0.9", "--ntuples", "17x4"])
-    from dqnlab.cli import _config_from_args
+    from dqnlab.cli.settings import config_from_args as _config_from_args
 
     c = _config_from_args(args)
     assert (c.hidden, c.double_dqn, c.lr, c.max_grad_norm, c.gamma, c.ntuples) == ((64, 32), False, 0.01, None, 0.9,
@@ -224,7 +226,10 @@ def test_bad_combinations_are_one_line_errors(capsys, argv, needle):
 
 # ------------------------------------------------------------------------ --config
 def _config(tmp_path, argv):
-    from dqnlab.cli import _config_from_args, _parser, _scheme_options, read_config_file
+    from dqnlab.cli.parser import build_parser as _parser
+    from dqnlab.cli.settings import config_from_args as _config_from_args
+    from dqnlab.cli.settings import read_config_file
+    from dqnlab.cli.settings import scheme_options as _scheme_options
 
     args = _parser().parse_args(["train", *argv])
     file = read_config_file(args.config)
@@ -481,7 +486,7 @@ def test_cli_play_replays_as_text(trained, capsys):
 
 
 def test_cli_play_keeps_a_long_game_to_the_frame_cap(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("dqnlab.cli._GIF_MAX_FRAMES", 5)
+    monkeypatch.setattr("dqnlab.cli.games.GIF_MAX_FRAMES", 5)
     gif = tmp_path / "game.gif"
     assert main(["play", "corner", "--gif", str(gif), "--max-moves", "40", "--fps", "20"]) == 0
     with Image.open(gif) as im:

@@ -8,15 +8,18 @@ from typing import Any
 
 import numpy as np
 
-from .budgets import budget, explore_config, resolve_smoke
+from .budgets import chosen, explore_config
 from .trials import Trial, new_figure, run_grid, serial_baseline
 
 __all__ = ["actors_data", "actors_figure"]
 
 
-def actors_data(smoke: bool | None = None, workers: Sequence[int] | None = None, seconds: float | None = None,
+def actors_data(workers: Sequence[int] | None = None, seconds: float | None = None,
                 seed: int = 0) -> dict[str, Any]:
     """``actors`` as the actor count grows and with three replay-ratio floors, beside ``serial``.
+
+    Each run is ``seconds`` of wall time (default 60; 1 in smoke mode); ``workers`` default 1, 2 and 4
+    (2 in smoke mode).
 
     Returns
     -------
@@ -27,15 +30,15 @@ def actors_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
         ``replay_ratio`` (held exactly) -- in smoke mode only 0 and the default;
         ``trials``: every run once; ``replay_ratio`` (the ceiling); ``workers``; ``seconds``.
     """
-    smoke = resolve_smoke(smoke)
-    seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
-    ks = list(workers) if workers is not None else budget([1, 2, 4], [2], smoke)
-    config = explore_config(smoke, max_seconds=seconds, seed=seed)
+    b = chosen()
+    seconds = b.run_s if seconds is None else seconds
+    ks = list(workers) if workers is not None else b.pick([1, 2, 4], [2])
+    config = explore_config(b, max_seconds=seconds, seed=seed)
     ratio = config.replay_ratio
-    serial = serial_baseline(config, smoke)
-    by_k = run_grid("actors", [{"workers": k} for k in ks], config, smoke, lambda g: f"actors x{g['workers']}")
-    floors = budget([0.0, ratio], [0.0], smoke)  # the default floor ran above
-    by_floor = run_grid("actors", [{"workers": ks[-1], "min_replay_ratio": f} for f in floors], config, smoke,
+    serial = serial_baseline(config)
+    by_k = run_grid("actors", [{"workers": k} for k in ks], config, lambda g: f"actors x{g['workers']}")
+    floors = b.pick([0.0, ratio], [0.0])  # the default floor ran above
+    by_floor = run_grid("actors", [{"workers": ks[-1], "min_replay_ratio": f} for f in floors], config,
                        lambda g: f"x{g['workers']} floor {g['min_replay_ratio']:g}")
     default = by_k[-1]
     default_floor = default.run.extra.get("min_replay_ratio", math.nan)

@@ -9,18 +9,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .budgets import budget, explore_config, resolve_smoke
+from .budgets import chosen, explore_config
 from .trials import new_figure, run_grid, serial_baseline
 
 __all__ = ["averaged_data", "averaged_figure", "local_sgd_table"]
 
 
-def averaged_data(smoke: bool | None = None, workers: Sequence[int] | None = None, seconds: float | None = None,
+def averaged_data(workers: Sequence[int] | None = None, seconds: float | None = None,
                   seed: int = 0, average_every: Sequence[int] | None = None) -> dict[str, Any]:
     """``serial``; ``averaged`` over all-reduce with 1, 2, 4 workers (effective batch K x B);
     ``averaged`` x2 over the joblib round trip; and x2 with each ``average_every`` (local SGD).
 
-    Each run is ``seconds`` of wall time (default 60; 2 in smoke mode).
+    Each run is ``seconds`` of wall time (default 60; 1 in smoke mode); ``workers`` default 1, 2 and 4,
+    ``average_every`` 1, 4 and 16 (in smoke mode 2 workers, and 1 and 8).
 
     Returns
     -------
@@ -29,15 +30,15 @@ def averaged_data(smoke: bool | None = None, workers: Sequence[int] | None = Non
         ``sweep`` (the x2 all-reduce runs by ``average_every``, 1 first: the same run as
         in ``trials``), ``workers``, ``average_every``, ``seconds``.
     """
-    smoke = resolve_smoke(smoke)
-    seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
-    ks = list(workers) if workers is not None else budget([1, 2, 4], [2], smoke)
-    everies = sorted(set(average_every) | {1}) if average_every is not None else budget([1, 4, 16], [1, 8], smoke)
-    config = explore_config(smoke, max_seconds=seconds, seed=seed)
-    serial = serial_baseline(config, smoke)
+    b = chosen()
+    seconds = b.run_s if seconds is None else seconds
+    ks = list(workers) if workers is not None else b.pick([1, 2, 4], [2])
+    everies = sorted(set(average_every) | {1}) if average_every is not None else b.pick([1, 4, 16], [1, 8])
+    config = explore_config(b, max_seconds=seconds, seed=seed)
+    serial = serial_baseline(config)
     grid = ([{"workers": k} for k in ks] + [{"workers": 2, "comm": "joblib"}]
             + [{"workers": 2, "average_every": e} for e in everies if e != 1 or 2 not in ks])
-    trials = run_grid("averaged", grid, config, smoke, _label)
+    trials = run_grid("averaged", grid, config, _label)
     main = [t for t in trials if t.settings.get("average_every", 1) == 1]
     sweep = [t for t in trials if t.settings["workers"] == 2 and t.settings.get("comm", "allreduce") == "allreduce"]
     sweep.sort(key=lambda t: t.settings.get("average_every", 1))

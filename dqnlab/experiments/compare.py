@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..bench.timing import warm_up
 from ..runtime.results import RunResult
-from .budgets import budget, explore_config, resolve_smoke
+from .budgets import chosen, explore_config
 from .trials import RunsProgress, Trial, greedy_at, new_figure, rolling_window, run_trial
 
 __all__ = ["USER_CLAIMS", "compare_data", "compare_figure", "claims_table"]
@@ -48,7 +48,7 @@ USER_CLAIMS: tuple[dict[str, str], ...] = (
 )
 
 
-def compare_data(smoke: bool | None = None, workers: int = 2, seconds: float | None = None,
+def compare_data(workers: int = 2, seconds: float | None = None,
                  schemes: Sequence[str] | None = None, seed: int = 0) -> dict[str, Any]:
     """Every available scheme on the same wall-clock budget.
 
@@ -57,7 +57,7 @@ def compare_data(smoke: bool | None = None, workers: int = 2, seconds: float | N
     workers : int
         Workers of every parallel scheme (``serial`` always runs one).
     seconds : float, optional
-        Budget of each run (default 120 s; 2 s in smoke mode).
+        Budget of each run (default 120 s; 1 s in smoke mode).
     schemes : list of str, optional
         Default: every scheme in :data:`dqnlab.SCHEMES`, serial first.
 
@@ -70,10 +70,10 @@ def compare_data(smoke: bool | None = None, workers: int = 2, seconds: float | N
     """
     from ..schemes import SCHEMES
 
-    smoke = resolve_smoke(smoke)
-    seconds = budget(120.0, 2.0, smoke) if seconds is None else seconds
+    b = chosen()
+    seconds = b.pick(120.0, b.run_s) if seconds is None else seconds
     names = list(schemes) if schemes is not None else sorted(SCHEMES, key=lambda s: (s != "serial", s))
-    config = explore_config(smoke, max_seconds=seconds, seed=seed)
+    config = explore_config(b, max_seconds=seconds, seed=seed)
     trials, skipped = [], {}
     with RunsProgress(seconds * len(names), f"{len(names)} scheme{'' if len(names) == 1 else 's'}") as bar:
         bar.note("starting the worker processes")
@@ -81,8 +81,8 @@ def compare_data(smoke: bool | None = None, workers: int = 2, seconds: float | N
         for name in names:
             k = 1 if name == "serial" else workers
             try:
-                trials.append(run_trial(name, config, workers=k, greedy_games=budget(100, 16, smoke),
-                                        checkpoints=budget(6, 2, smoke), callback=bar.run(f"{name} x{k}", seconds)))
+                trials.append(run_trial(name, config, workers=k, greedy_games=b.greedy_games,
+                                        checkpoints=b.checkpoints, callback=bar.run(f"{name} x{k}", seconds)))
             except ValueError as e:  # a scheme that cannot run with these settings: say so, go on
                 skipped[name] = str(e)
     return {"trials": trials, "skipped": skipped, "workers": workers, "seconds": seconds,

@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np
 
 from ..bench.game import bench_rules
-from .budgets import budget, resolve_smoke
+from .budgets import chosen
 from .trials import new_figure
 
 __all__ = ["game_data", "game_figure"]
 
 
-def game_data(smoke: bool | None = None, seed: int = 0) -> dict[str, Any]:
+def game_data(seed: int = 0) -> dict[str, Any]:
     """Reference policies' scores and the game's speed.
 
     Returns
@@ -21,15 +21,15 @@ def game_data(smoke: bool | None = None, seed: int = 0) -> dict[str, Any]:
     dict
         ``baselines``: {"random": EvalResult, "corner": EvalResult} of greedy play over
         ``games`` games (1,000; 100 in smoke mode); ``speed``: rows of
-        :func:`dqnlab.bench.game.bench_rules`; ``games``.
+        :func:`dqnlab.bench.game.bench_rules` (16,384 boards a call, best of 5; 1,024, one, in smoke
+        mode); ``games``.
     """
     from ..evaluation import evaluate
 
-    smoke = resolve_smoke(smoke)
-    games = budget(1_000, 100, smoke)
+    b = chosen()
+    games = b.pick(1_000, 100)
     baselines = {name: evaluate(name, games=games, seed=seed) for name in ("random", "corner")}
-    speed = bench_rules(boards=budget(16_384, 1_024, smoke), repeats=budget(5, 1, smoke),
-                        min_time=budget(0.2, 0.02, smoke), seed=seed)
+    speed = bench_rules(boards=b.pick(16_384, 1_024), repeats=b.pick(5, 1), min_time=b.pick(0.2, 0.02), seed=seed)
     return {"baselines": baselines, "speed": speed, "games": games}
 
 

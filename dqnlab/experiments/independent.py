@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .budgets import budget, explore_config, resolve_smoke
+from .budgets import chosen, explore_config
 from .trials import new_figure, rolling_window, run_grid
 
 __all__ = ["independent_data", "independent_figure"]
 
 
-def independent_data(smoke: bool | None = None, workers: int = 2, seconds: float | None = None,
+def independent_data(workers: int = 2, seconds: float | None = None,
                      seed: int = 0) -> dict[str, Any]:
     """``independent`` with each sync schedule, and (outside smoke mode) three sync intervals.
 
@@ -19,18 +19,19 @@ def independent_data(smoke: bool | None = None, workers: int = 2, seconds: float
     dict
         ``schedules``: one :class:`Trial` per schedule (``none`` first); ``intervals``:
         ``periodic`` trials with ``sync_every`` of 50, 250 and 1,000 updates (empty in
-        smoke mode); ``sync_every``; ``workers``; ``seconds``.
+        smoke mode); ``sync_every`` (250 updates; 20); ``workers``; ``seconds`` (of each run: default 60;
+        1 in smoke mode, which runs only ``none`` and ``periodic``).
     """
-    smoke = resolve_smoke(smoke)
-    seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
-    config = explore_config(smoke, max_seconds=seconds, seed=seed)
-    every = budget(250, 20, smoke)
-    schedules = budget(("none", "periodic", "final", "weighted", "best"), ("none", "periodic"), smoke)
+    b = chosen()
+    seconds = b.run_s if seconds is None else seconds
+    config = explore_config(b, max_seconds=seconds, seed=seed)
+    every = b.pick(250, 20)
+    schedules = b.pick(("none", "periodic", "final", "weighted", "best"), ("none", "periodic"))
     grid = [{"workers": workers, "sync": s, "sync_every": every} for s in schedules]
-    trials = run_grid("independent", grid, config, smoke, lambda g: f"sync={g['sync']}")
-    intervals = [] if smoke else run_grid(
+    trials = run_grid("independent", grid, config, lambda g: f"sync={g['sync']}")
+    intervals = [] if b.smoke else run_grid(
         "independent", [{"workers": workers, "sync": "periodic", "sync_every": n} for n in (50, 250, 1000)],
-        config, smoke, lambda g: f"every {g['sync_every']} updates")
+        config, lambda g: f"every {g['sync_every']} updates")
     return {"schedules": trials, "intervals": intervals, "sync_every": every, "workers": workers,
             "seconds": seconds}
 

@@ -9,22 +9,24 @@ from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_play
 from ..bench.learning import learning_figure as draw_learning_curves
 from ..bench.report import machine_info
 from ..config import TrainConfig, family_preset
-from .budgets import budget, resolve_smoke
+from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data"]
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
+#: Those of them a smoke run trains: plain replay, and both changes at once (every code path of the others).
+_SMOKE_REPLAY_VARIANTS = ("plain", "prioritized+n_step=3")
 
 
 def learning_config(network: str = "ntuple", afterstate: bool | None = None, augment_symmetry: bool | None = None,
-                    smoke: bool | None = None, **overrides: Any) -> TrainConfig:
+                    b: Budget | None = None, **overrides: Any) -> TrainConfig:
     """The configuration notebook 08 and its panel train: the family's preset
     (:func:`dqnlab.config.family_preset`) with ``afterstate`` and ``augment_symmetry`` as given (None: the
     preset's; symmetry augmentation is built into ``ntuple``, so it is off there).
 
-    In smoke mode: the small 17x4-tuple set, small networks and buffers, learning from
+    For budget ``b`` (default :func:`~dqnlab.experiments.budgets.chosen`); in smoke mode: the small 17x4-tuple set, small networks and buffers, learning from
     the first few hundred env steps, and a 2 s budget. ``overrides`` replace any field.
 
     Raises
@@ -40,7 +42,7 @@ def learning_config(network: str = "ntuple", afterstate: bool | None = None, aug
         fields["augment_symmetry"] = augment_symmetry and network != "ntuple"
     if network == "ntuple" and afterstate is False:  # Q-values from lookup tables: one table row per action
         fields["lr"] = base.lr / 4
-    if resolve_smoke(smoke):
+    if (b or chosen()).smoke:
         fields.update(ntuples="17x4", hidden=(32,), channels=8, buffer_size=4_000, batch_size=64,
                       learning_starts=256, n_envs=16, epsilon_decay_steps=2_000, max_seconds=2.0)
         if network == "ntuple":
@@ -48,32 +50,29 @@ def learning_config(network: str = "ntuple", afterstate: bool | None = None, aug
     return base.replace(**{**fields, **overrides})
 
 
-def learning_data(smoke: bool | None = None, minutes: float | None = None, games: int | None = None,
+def learning_data(minutes: float | None = None, games: int | None = None,
                   seed: int = 0) -> dict[str, Any]:
     """Learning curves of the network families (serial: ``ntuple``, ``cnn``, ``mlp`` with
     and without afterstates) and of ``ntuple`` on the ``shared`` scheme with 2 workers
     (lock-free, as Jaskowski 2018 trains n-tuple networks).
 
     A small :func:`dqnlab.bench.learning.bench_learning`: each run stops at several points
-    of its budget (``minutes``, default 3; 0.05 in smoke mode, with the smoke settings of
-    :func:`learning_config`, and without ``cnn`` and the plain ``mlp``) and plays ``games``
+    of its budget (``minutes``, default 3; in smoke mode 1/60 (a second), with the smoke settings of
+    :func:`learning_config`, and without ``cnn`` and the plain ``mlp``; at its end only) and plays ``games``
     greedy games there (default 1,000; 32).
     Returns its result dict (``rows``, ``time_to_player``, ``machine``, ...).
     """
-
-    smoke = resolve_smoke(smoke)
-    minutes = budget(3.0, 0.05, smoke) if minutes is None else minutes
-    games = budget(1_000, 32, smoke) if games is None else games
-    points = POINTS if not smoke else (0.5, 1.0)
+    b = chosen()
+    minutes, games, points = _learning_budget(b, minutes, games)
     machine = machine_info()
     runs = [("ntuple", True, "serial", 1, {}), ("cnn", True, "serial", 1, {}), ("mlp", True, "serial", 1, {}),
             ("mlp", False, "serial", 1, {}), ("ntuple", True, "shared", 2, {"lock": False})]
-    if smoke:  # seconds each: enough to see that every kind of run works
+    if b.smoke:  # a second each: enough to see that every kind of run works
         runs = [r for r in runs if r[0] == "ntuple" or r[:2] == ("mlp", True)]
     rows: list[dict[str, Any]] = []
     with RunsProgress(60.0 * minutes * len(runs), f"{len(runs)} learners") as bar:
         for network, afterstate, scheme, workers, options in runs:
-            cfg = learning_config(network, afterstate, smoke=smoke)
+            cfg = learning_config(network, afterstate, b=b)
             overrides = {k: v for k, v in cfg.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
             label = f"{network}{'' if afterstate else ' (no afterstates)'}, {scheme} x{workers}"
             rows += learning_curve(family_preset(network, afterstate), scheme, workers, minutes, points, games,
@@ -83,40 +82,50 @@ def learning_data(smoke: bool | None = None, minutes: float | None = None, games
             "time_to_player": time_to_player(rows)}
 
 
-def replay_data(smoke: bool | None = None, minutes: float | None = None, games: int | None = None,
-                seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = REPLAY_VARIANTS) -> dict[str, Any]:
+def replay_data(minutes: float | None = None, games: int | None = None, seeds: tuple[int, ...] = (0,),
+                variants: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Learning curves of the ``ntuple-small`` preset (serial) with each of ``variants``: plain
     replay, prioritized replay, 3-step returns and both (what ``python -m dqnlab bench learning
     --presets ntuple-small --variants plain,prioritized,n_step=3,prioritized+n_step=3`` measures).
 
-    Budget: ``minutes`` per run (default 3; 0.05 in smoke mode, with the smoke settings of
-    :func:`learning_config`), ``games`` greedy games per point (default 1,000; 32), each of
-    ``seeds``. Returns the :func:`dqnlab.bench.learning.bench_learning`-shaped dict.
+    Budget: ``minutes`` per run (default 3; in smoke mode 1/60, with the smoke settings of
+    :func:`learning_config`, one point at its end), ``games`` greedy games per point (default 1,000; 32), each of
+    ``seeds``; ``variants`` default :data:`REPLAY_VARIANTS` (in smoke mode plain and
+    ``prioritized+n_step=3``). Returns the :func:`dqnlab.bench.learning.bench_learning`-shaped dict.
 
     Raises
     ------
     ValueError
         For a variant that is not ``TrainConfig`` fields (checked before anything trains).
     """
-    smoke = resolve_smoke(smoke)
-    minutes = budget(3.0, 0.05, smoke) if minutes is None else minutes
-    games = budget(1_000, 32, smoke) if games is None else games
-    points = POINTS if not smoke else (0.5, 1.0)
-    chosen = [parse_variant(v) for v in variants]
-    base = learning_config("ntuple", smoke=smoke, **({} if smoke else {"ntuples": "17x4", "lr": 0.05}))
+    b = chosen()
+    minutes, games, points = _learning_budget(b, minutes, games)
+    variants = b.pick(REPLAY_VARIANTS, _SMOKE_REPLAY_VARIANTS) if variants is None else variants
+    extras = [parse_variant(v) for v in variants]
+    base = learning_config("ntuple", b=b, **({} if b.smoke else {"ntuples": "17x4", "lr": 0.05}))
     overrides = {k: v for k, v in base.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
-    for extra in chosen:
+    for extra in extras:
         base.replace(**extra)
     machine = machine_info()
     rows: list[dict[str, Any]] = []
-    with RunsProgress(60.0 * minutes * len(chosen) * len(seeds), f"{len(chosen) * len(seeds)} runs") as bar:
-        for extra, name in zip(chosen, variants):
+    with RunsProgress(60.0 * minutes * len(extras) * len(seeds), f"{len(extras) * len(seeds)} runs") as bar:
+        for extra, name in zip(extras, variants):
             for seed in seeds:
                 rows += learning_curve("ntuple-small", "serial", 1, minutes, points, games, seed=seed,
                                        overrides=overrides, variant=extra,
                                        callback=bar.run(f"{name}, seed {seed}", 60.0 * minutes))
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
+
+
+def _learning_budget(b: Budget, minutes: float | None, games: int | None
+                     ) -> tuple[float, int, tuple[float, ...]]:
+    """``(minutes, games, points)`` of a run of :func:`learning_data` or :func:`replay_data`: those given,
+    else ``b``'s (3 minutes, 1,000 games, the points of :data:`~dqnlab.bench.learning.POINTS`; in smoke mode
+    ``b.run_s``, 32 games, at the end only: one segment per run)."""
+    minutes = b.pick(3.0, b.run_s / 60.0) if minutes is None else minutes
+    games = b.pick(1_000, 32) if games is None else games
+    return minutes, games, b.pick(POINTS, (1.0,))
 
 
 def learning_figure(data: dict[str, Any]):

@@ -17,7 +17,7 @@ from typing import Any
 
 from .actors import actors_data, actors_figure
 from .averaged import averaged_data, averaged_figure
-from .budgets import resolve_smoke, setup
+from .budgets import Budget, chosen, setup, use
 from .compare import compare_data, compare_figure
 from .game import game_data, game_figure
 from .independent import independent_data, independent_figure
@@ -54,7 +54,7 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
 )}
 
 
-def reproduce(out: str | os.PathLike = "figures", smoke: bool | None = None, names: Sequence[str] | None = None,
+def reproduce(out: str | os.PathLike = "figures", budget: Budget | None = None, names: Sequence[str] | None = None,
               log: Callable[[str], Any] = print, dpi: int = 100) -> dict[str, Path | None]:
     """Regenerate the final figure of each notebook into ``out/<notebook>.png``.
 
@@ -62,8 +62,9 @@ def reproduce(out: str | os.PathLike = "figures", smoke: bool | None = None, nam
     ----------
     out : path
         Directory to write to (created if missing).
-    smoke : bool, optional
-        Tiny budgets (default: :func:`smoke_mode`).
+    budget : Budget, optional
+        The budgets of every notebook's runs: :data:`~dqnlab.experiments.budgets.SMOKE` for tiny ones
+        (default: the :func:`~dqnlab.experiments.budgets.chosen` one).
     names : list of str, optional
         Notebooks to do (default: all of :data:`NOTEBOOKS`).
     log : callable
@@ -80,31 +81,31 @@ def reproduce(out: str | os.PathLike = "figures", smoke: bool | None = None, nam
     ValueError
         For an unknown notebook name.
     """
-    import matplotlib.pyplot as plt
-
-    from ..schemes import SCHEMES
-
-    smoke = resolve_smoke(smoke)
     names = list(NOTEBOOKS) if names is None else list(names)
     unknown = sorted(set(names) - set(NOTEBOOKS))
     if unknown:
         raise ValueError(f"unknown notebook(s) {unknown}; choose from {list(NOTEBOOKS)}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    setup(smoke)
-    written: dict[str, Path | None] = {}
-    for name in names:
-        nb = NOTEBOOKS[name]
-        missing = [s for s in nb.schemes if s not in SCHEMES]
-        if missing:
-            log(f"{name}: skipped, needs scheme(s) {missing} not in this dqnlab")
-            written[name] = None
-            continue
-        t0 = time.perf_counter()
-        fig = nb.figure(nb.data(smoke=smoke))
-        path = out / f"{name}.png"
-        fig.savefig(path, dpi=dpi)
-        plt.close(fig)
-        written[name] = path
-        log(f"{name}: {path} ({time.perf_counter() - t0:.1f} s)")
-    return written
+    with use(budget or chosen()):
+        setup()
+        return {name: _draw(NOTEBOOKS[name], out, log, dpi) for name in names}
+
+
+def _draw(nb: Notebook, out: Path, log: Callable[[str], Any], dpi: int) -> Path | None:
+    """Gather ``nb``'s data and write its figure into ``out``: the PNG's path, or None if ``nb`` is skipped."""
+    import matplotlib.pyplot as plt
+
+    from ..schemes import SCHEMES
+
+    missing = [s for s in nb.schemes if s not in SCHEMES]
+    if missing:
+        log(f"{nb.name}: skipped, needs scheme(s) {missing} not in this dqnlab")
+        return None
+    t0 = time.perf_counter()
+    fig = nb.figure(nb.data())
+    path = out / f"{nb.name}.png"
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    log(f"{nb.name}: {path} ({time.perf_counter() - t0:.1f} s)")
+    return path

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..bench.update import bench_update
 from ..config import TrainConfig
-from .budgets import budget, explore_config, resolve_smoke
+from .budgets import chosen, explore_config
 from .trials import RunsProgress, new_figure
 
 __all__ = ["USER_PROJECTION_DAYS", "USER_EPISODES", "user_play_moves", "project_days", "serial_data",
@@ -51,31 +51,31 @@ def project_days(seconds_per_move: float, moves_per_episode: float, episodes: in
     return seconds_per_move * moves_per_episode * episodes / 86_400.0
 
 
-def serial_data(smoke: bool | None = None, seconds: float | None = None, seed: int = 0) -> dict[str, Any]:
+def serial_data(seconds: float | None = None, seed: int = 0) -> dict[str, Any]:
     """The legacy per-transition loop vs the batched update, and two serial runs.
 
-    ``seconds`` is the budget of each serial run (default 60 s; 2 s in smoke mode).
+    ``seconds`` is the budget of each serial run (default 60 s; 1 s in smoke mode).
 
     Returns
     -------
     dict
         ``bench``: :func:`dqnlab.bench.update.bench_update` (Keras only outside smoke mode);
-        ``random_moves``: moves per game of random play under the original trainer's rules;
+        ``random_moves``: moves per game of random play under the original trainer's rules (500 games;
+        64 in smoke mode);
         ``seed_run``: a serial run of the ``seed`` preset (the original trainer's hyperparameters,
         batched update); ``fast_run``: a serial run of :func:`explore_config`;
         ``projection``: a DataFrame of projected days for 10,000 episodes.
     """
     from ..schemes import train
 
-    smoke = resolve_smoke(smoke)
-    bench = bench_update(repeats=budget(5, 1, smoke), min_time=budget(0.5, 0.05, smoke), seed=seed,
-                         keras=not smoke)
-    random_moves = user_play_moves(games=budget(500, 64, smoke), seed=seed)
-    seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
+    b = chosen()
+    bench = bench_update(repeats=b.pick(5, 1), min_time=b.pick(0.5, 0.05), seed=seed, keras=not b.smoke)
+    random_moves = user_play_moves(games=b.pick(500, 64), seed=seed)
+    seconds = b.run_s if seconds is None else seconds
     seed_cfg = TrainConfig.preset("seed", total_env_steps=None, max_seconds=seconds, seed=seed)
     with RunsProgress(2 * seconds, "2 serial runs") as bar:
         seed_run = train("serial", seed_cfg, progress=False, callback=bar.run("the seed preset", seconds))
-        fast_run = train("serial", explore_config(smoke, max_seconds=seconds, seed=seed), progress=False,
+        fast_run = train("serial", explore_config(b, max_seconds=seconds, seed=seed), progress=False,
                          callback=bar.run("dqnlab's explore_config", seconds))
     data = {"bench": bench, "random_moves": random_moves, "seed_run": seed_run, "fast_run": fast_run}
     data["projection"] = _projection(data)

@@ -8,20 +8,21 @@ from typing import Any
 
 import pandas as pd
 
-from .budgets import budget, explore_config, resolve_smoke
+from .budgets import chosen, explore_config
 from .trials import Trial, new_figure, run_grid
 
 __all__ = ["sharded_data", "sharded_figure", "channels_table"]
 
 
-def sharded_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
+def sharded_data(workers: Sequence[int] | None = None,
                  batch_sizes: Sequence[int] | None = None, seconds: float | None = None,
                  seed: int = 0, comms: Sequence[str] = ("joblib", "allreduce")) -> dict[str, Any]:
     """``sharded`` over batch sizes, worker counts and both channels (one minibatch split K ways).
 
     The replay ratio (samples per env step) is kept, so a larger batch means fewer,
     larger updates. With one worker the channel plays no part, so it runs once
-    (all-reduce). Each run is ``seconds`` of wall time (default 30; 2 in smoke mode).
+    (all-reduce). Each run is ``seconds`` of wall time (default 30; 1 in smoke mode); ``workers``
+    default 1, 2 and 4, ``batch_sizes`` 64, 256 and 1,024 (in smoke mode 2 workers, batches of 64).
 
     Returns
     -------
@@ -29,14 +30,14 @@ def sharded_data(smoke: bool | None = None, workers: Sequence[int] | None = None
         ``trials`` (labelled ``B=<batch> x<workers> <comm>``, each with ``settings``
         ``workers`` and ``comm``), ``workers``, ``batch_sizes``, ``comms``, ``seconds``.
     """
-    smoke = resolve_smoke(smoke)
-    seconds = budget(30.0, 2.0, smoke) if seconds is None else seconds
-    ks = list(workers) if workers is not None else budget([1, 2, 4], [1, 2], smoke)
-    bs = list(batch_sizes) if batch_sizes is not None else budget([64, 256, 1024], [64], smoke)
-    config = explore_config(smoke, max_seconds=seconds, seed=seed)
-    grid = [{"workers": k, "comm": c, "config": {"batch_size": b}}
-            for b in bs for k in ks for c in (comms if k > 1 else comms[-1:])]
-    trials = run_grid("sharded", grid, config, smoke,
+    b = chosen()
+    seconds = b.pick(30.0, b.run_s) if seconds is None else seconds
+    ks = list(workers) if workers is not None else b.pick([1, 2, 4], [2])
+    bs = list(batch_sizes) if batch_sizes is not None else b.pick([64, 256, 1024], [64])
+    config = explore_config(b, max_seconds=seconds, seed=seed)
+    grid = [{"workers": k, "comm": c, "config": {"batch_size": batch}}
+            for batch in bs for k in ks for c in (comms if k > 1 else comms[-1:])]
+    trials = run_grid("sharded", grid, config,
                       lambda g: f"B={g['config']['batch_size']} x{g['workers']} {g['comm']}")
     return {"trials": trials, "workers": ks, "batch_sizes": bs, "comms": list(comms), "seconds": seconds}
 

@@ -7,19 +7,20 @@ from typing import Any
 
 from ..config import TrainConfig
 from ..runtime.results import RunResult
-from .budgets import budget, explore_config, resolve_smoke
+from .budgets import chosen, explore_config
 from .trials import new_figure, run_grid
 
 __all__ = ["shared_data", "shared_figure"]
 
 
-def shared_data(smoke: bool | None = None, workers: Sequence[int] | None = None, seconds: float | None = None,
+def shared_data(workers: Sequence[int] | None = None, seconds: float | None = None,
                 seed: int = 0) -> dict[str, Any]:
     """``shared`` with and without the lock as the worker count grows.
 
     Then the workers as processes and as threads (``threads=True``), two of them lock-free on the n-tuple
     ``default`` preset (in smoke mode ``ntuple-small`` with a small replay), whose compiled core releases
-    the GIL.
+    the GIL. Each run is ``seconds`` of wall time (default 60; 1 in smoke mode); ``workers`` default
+    1, 2 and 4 (2 in smoke mode).
 
     Returns
     -------
@@ -27,18 +28,18 @@ def shared_data(smoke: bool | None = None, workers: Sequence[int] | None = None,
         ``trials`` (one per workers x lock; one worker runs once, with the lock); ``threads`` (processes,
         threads); ``workers``; ``seconds``.
     """
-    smoke = resolve_smoke(smoke)
-    seconds = budget(60.0, 2.0, smoke) if seconds is None else seconds
-    ks = list(workers) if workers is not None else budget([1, 2, 4], [1, 2], smoke)
-    config = explore_config(smoke, max_seconds=seconds, seed=seed)
+    b = chosen()
+    seconds = b.run_s if seconds is None else seconds
+    ks = list(workers) if workers is not None else b.pick([1, 2, 4], [2])
+    config = explore_config(b, max_seconds=seconds, seed=seed)
     grid = [{"workers": k, "lock": lock} for k in ks for lock in (True, False) if k > 1 or lock]
-    trials = run_grid("shared", grid, config, smoke,
+    trials = run_grid("shared", grid, config,
                      lambda g: f"x{g['workers']} " + ("lock" if g["lock"] else "lock-free"))
     ntuple = (TrainConfig.preset("ntuple-small", total_env_steps=None, max_seconds=seconds, seed=seed, n_envs=16,
-                                 buffer_size=2_000, batch_size=32, learning_starts=500) if smoke else
+                                 buffer_size=2_000, batch_size=32, learning_starts=500) if b.smoke else
               TrainConfig.preset("default", total_env_steps=None, max_seconds=seconds, seed=seed))
     threads = run_grid("shared", [{"workers": 2, "lock": False, "threads": t} for t in (False, True)], ntuple,
-                       smoke, lambda g: "x2 lock-free, " + ("threads" if g["threads"] else "processes"))
+                       lambda g: "x2 lock-free, " + ("threads" if g["threads"] else "processes"))
     return {"trials": trials, "threads": threads, "workers": ks, "seconds": seconds}
 
 

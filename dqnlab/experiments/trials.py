@@ -17,7 +17,7 @@ import pandas as pd
 from ..bench.timing import warm_up
 from ..config import TrainConfig
 from ..runtime.results import RunResult
-from .budgets import budget
+from .budgets import chosen
 
 __all__ = ["Trial", "greedy_curve", "greedy_at", "run_trial", "run_grid", "summary_table", "rolling_window",
            "new_figure", "RunsProgress", "serial_baseline"]
@@ -166,10 +166,12 @@ def run_trial(scheme: str, config: TrainConfig, *, workers: int = 1, label: str 
     return Trial(label or f"{scheme} x{workers}", run, greedy, {"workers": workers, **options})
 
 
-def run_grid(scheme: str, grid: Sequence[dict[str, Any]], config: TrainConfig, smoke: bool,
-            label: Callable[[dict[str, Any]], str]) -> list[Trial]:
+def run_grid(scheme: str, grid: Sequence[dict[str, Any]], config: TrainConfig,
+             label: Callable[[dict[str, Any]], str]) -> list[Trial]:
     """One :class:`Trial` per grid point: ``workers``, scheme options, and ``config``
-    (a dict of :class:`TrainConfig` fields to replace)."""
+    (a dict of :class:`TrainConfig` fields to replace); greedy games and checkpoints of the
+    :func:`~dqnlab.experiments.budgets.chosen` budget."""
+    b = chosen()
     configs = [config.replace(**g["config"]) if "config" in g else config for g in grid]
     trials = []
     with RunsProgress(sum(c.max_seconds or 0.0 for c in configs), f"{scheme}: {len(grid)} runs") as bar:
@@ -177,18 +179,19 @@ def run_grid(scheme: str, grid: Sequence[dict[str, Any]], config: TrainConfig, s
         warm_up(max(g.get("workers", 1) for g in grid))
         for g, cfg in zip(grid, configs):
             options = {k: v for k, v in g.items() if k != "config"}
-            trials.append(run_trial(scheme, cfg, label=label(g), greedy_games=budget(100, 16, smoke),
-                                    checkpoints=budget(6, 2, smoke), callback=bar.run(label(g), cfg.max_seconds),
+            trials.append(run_trial(scheme, cfg, label=label(g), greedy_games=b.greedy_games,
+                                    checkpoints=b.checkpoints, callback=bar.run(label(g), cfg.max_seconds),
                                     **options))
     return trials
 
 
-def serial_baseline(config: TrainConfig, smoke: bool) -> Trial:
+def serial_baseline(config: TrainConfig) -> Trial:
     """The ``serial`` trial a scheme's runs are set beside (as :func:`run_grid` runs its points, with its
     progress bar)."""
+    b = chosen()
     with RunsProgress(config.max_seconds or 0.0, "serial, to compare with") as bar:
-        return run_trial("serial", config, label="serial", greedy_games=budget(100, 16, smoke),
-                         checkpoints=budget(6, 2, smoke), callback=bar.run("serial", config.max_seconds))
+        return run_trial("serial", config, label="serial", greedy_games=b.greedy_games,
+                         checkpoints=b.checkpoints, callback=bar.run("serial", config.max_seconds))
 
 
 def summary_table(trials: Sequence[Trial]) -> pd.DataFrame:

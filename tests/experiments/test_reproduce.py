@@ -30,9 +30,10 @@ def test_reproduce_smoke_writes_the_notebooks_figures(tmp_path):
 
 
 def test_a_cells_runs_show_a_progress_bar_that_the_runs_move(capsys):
-    from dqnlab.experiments import compare_data
+    from dqnlab.experiments import SMOKE, compare_data, use
 
-    data = compare_data(smoke=True, schemes=["serial"], seconds=1.5)
+    with use(SMOKE):
+        data = compare_data(schemes=["serial"], seconds=1.5)
     assert len(data["trials"]) == 1
     err = capsys.readouterr().err.replace("\r", "\n")
     lines = [line for line in err.splitlines() if "1 scheme" in line]

@@ -14,11 +14,11 @@ import pytest
 ipywidgets = pytest.importorskip("ipywidgets")
 
 import dqnlab
-from dqnlab.experiments.budgets import explore_config
+from dqnlab.experiments.budgets import SMOKE, explore_config
 from dqnlab.options import SchemeOptions, option, unless, when
 from dqnlab.plots import LiveFigure
 from dqnlab.schemes import serial
-from dqnlab.ui import panels
+from dqnlab.ui import panels, run_panel
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def fake_scheme(monkeypatch):
 
 @pytest.fixture
 def config():
-    return explore_config(smoke=True, max_seconds=1.0, hidden=(32,), n_envs=8, learning_starts=200)
+    return explore_config(SMOKE, max_seconds=1.0, hidden=(32,), n_envs=8, learning_starts=200)
 
 
 def _finish(panel, timeout=60):
@@ -85,14 +85,14 @@ def test_options_come_from_the_schemes_declaration(fake_scheme):
     assert opts["sync_every"]["doc"] == "Updates between syncs."
     assert opts["ratio"]["kind"] == "optional float" and opts["ratio"]["default"] is None
     assert panels.scheme_options("serial") == {}
-    panel = panels.control_panel(fake_scheme, explore_config(smoke=True))
+    panel = panels.control_panel(fake_scheme, explore_config(SMOKE))
     w = panel.options["sync_every"]  # the declaration's doc is the tooltip, its name and unit the label
     assert (w.tooltip, panel.labels["sync_every"]) == ("Updates between syncs.", "sync every (updates)")
     actors = panels.scheme_options("actors")
     assert actors["actor_epsilon"]["choices"] == ["schedule", "apex"] and actors["learner_threads"]["kind"] == \
         "optional int"
     for name in dqnlab.SCHEMES:  # every real scheme builds a panel
-        panels.control_panel(name, explore_config(smoke=True))
+        panels.control_panel(name, explore_config(SMOKE))
 
 
 def test_panel_shows_only_the_controls_that_apply(fake_scheme, config):
@@ -378,7 +378,7 @@ def synthetic_run(workers=1, loss=True, warm_up_s=5, seconds=20):
     episodes = pd.DataFrame([{"worker": w, "episode": int(s), "env_steps": int(s) * 100, "wall_time_s": s,
                               "score": 1_000 * (s + w), "max_tile": 128, "moves": 100, "epsilon": 0.1,
                               "loss": np.nan} for s in t[1:] for w in range(workers)])
-    return dqnlab.RunResult(scheme="serial", config=explore_config(smoke=True), workers=workers, episodes=episodes,
+    return dqnlab.RunResult(scheme="serial", config=explore_config(SMOKE), workers=workers, episodes=episodes,
                             env_steps=int(history["env_steps"].iloc[-1]), updates=int(history["updates"].iloc[-1]),
                             wall_time_s=float(t[-1]), time_split={"acting": 1.0, "learning": 1.0}, weights={},
                             history=history)
@@ -453,7 +453,7 @@ def test_the_figure_redraws_every_two_seconds_when_reports_come_about_a_second_a
     panel = panels.control_panel("serial", config)
     run = panel.run(blocking=True)
     now = [1_000.0]
-    monkeypatch.setattr(panels, "_clock", lambda: now[0])
+    monkeypatch.setattr(run_panel, "_clock", lambda: now[0])
     panel._last_draw = -math.inf
     draws = []
     for i, jitter in enumerate([0.0, 0.1, -0.1, 0.2, -0.2, 0.05, 0.15, -0.15, 0.0, 0.1, -0.05]):

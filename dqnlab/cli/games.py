@@ -1,0 +1,75 @@
+"""The ``evaluate`` and ``play`` commands: a trained run's (or a reference policy's) greedy games."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+__all__ = ["GIF_MAX_FRAMES", "cmd_evaluate", "cmd_play"]
+
+#: Frames of a ``play --gif`` without ``--every``: a GIF writer holds every frame in memory (see ``plots.animate``).
+GIF_MAX_FRAMES = 500
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate``: greedy games of a run (or a reference policy), their summary and, with ``--plot``, their
+    figure."""
+    from ..evaluation import evaluate
+
+    ev = evaluate(args.run, games=args.games, seed=args.seed)
+    s = ev.summary()
+    if args.json:
+        print(json.dumps(s, indent=2))
+    else:
+        print(f"{args.run}: {s['games']} games, mean score {s['score_mean']:,.0f} (median {s['score_median']:,.0f}, "
+              f"best {s['score_max']:,}); reached 512 / 1024 / 2048 / 4096 in {s['reach_512']:.0%} / "
+              f"{s['reach_1024']:.0%} / {s['reach_2048']:.0%} / {s['reach_4096']:.0%}")
+        print("largest tile: " + ", ".join(f"{t}: {c}" for t, c in s["max_tile_counts"].items()))
+    if args.plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        ev.plot().savefig(args.plot, dpi=100)
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    """``play``: one greedy game, replayed as text or drawn into a GIF."""
+    from ..evaluation import play
+
+    if args.gif is None and args.fps is not None:
+        raise ValueError("--fps applies only with --gif")
+    if args.gif is not None and args.delay is not None:
+        raise ValueError("--delay applies only to the text replay (without --gif)")
+    if args.gif is not None and args.gif.suffix.lower() != ".gif":
+        raise ValueError(f"--gif must name a .gif file, got {str(args.gif)!r}")
+    game = play(args.run, seed=args.seed, max_moves=args.max_moves)
+    end = (f"{game.moves:,} moves, score {game.score:,}, largest tile {game.max_tile:,}"
+           + (" (stopped by --max-moves)" if game.truncated else ""))
+    if args.gif is None:
+        delay = args.delay if args.delay is not None else (0.1 if sys.stdout.isatty() else 0.0)
+        for t in game.frames(args.every or 1).tolist():
+            if t and delay:
+                time.sleep(delay)
+            print(game.text(t) + "\n", flush=True)
+        print(f"{args.run}, seed {args.seed}: {end}")
+        return 0
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ..plots import animate
+
+    every, max_frames = args.every or 1, None if args.every else GIF_MAX_FRAMES
+    shown = game.frames(every, max_frames)
+    args.gif.parent.mkdir(parents=True, exist_ok=True)
+    print(f"drawing {len(shown):,} frames ...", flush=True)
+    animate(game, every, max_frames, interval_ms=1000.0 / (args.fps or 5.0)).save(args.gif, writer="pillow")
+    print(f"wrote {args.gif}: {len(shown):,} frames of a game of {end}")
+    if args.every is None and len(shown) < game.moves + 1:
+        print(f"(a frame every {shown[1]:,} moves, to keep the GIF to {GIF_MAX_FRAMES} frames; --every 1 draws "
+              f"all {game.moves + 1:,} boards)")
+    return 0

@@ -1,0 +1,122 @@
+"""The panel of notebook 07 (:class:`SchemePanel`): any scheme's :class:`~dqnlab.ui.run_panel.ControlPanel`,
+chosen from a dropdown, and a comparison of the last run of each."""
+
+from __future__ import annotations
+
+import html
+import io
+from typing import Any
+
+import ipywidgets as W
+
+from ..config import TrainConfig
+from ..runtime.results import RunResult
+from .controls import dropdown, labelled
+from .run_panel import SINGLE_PROCESS, ControlPanel
+
+__all__ = ["SchemePanel"]
+
+
+class SchemePanel:
+    """A scheme dropdown above that scheme's :class:`ControlPanel`, and a comparison of
+    the last run of each scheme; build it with :func:`scheme_panel`.
+
+    Attributes
+    ----------
+    scheme : ipywidgets.Dropdown
+    panels : dict of str to ControlPanel
+        The panels built so far (one per scheme chosen; each keeps its runs).
+    compare_button : ipywidgets.Button
+        Draws :attr:`comparison`: env steps/s, updates/s and the time split of the last
+        run of every scheme.
+    comparison : ipywidgets.Image
+        Hidden until the first comparison is drawn.
+    widget : ipywidgets.VBox
+    """
+
+    def __init__(self, schemes: list[str] | None = None, config: TrainConfig | None = None, **panel_kwargs: Any):
+        from ..schemes import SCHEMES
+
+        names = list(schemes) if schemes is not None else sorted(SCHEMES, key=lambda s: (s != "serial", s))
+        unknown = sorted(set(names) - set(SCHEMES))
+        if unknown or not names:
+            raise ValueError(f"schemes must be a non-empty list from {sorted(SCHEMES)}, got {schemes!r}")
+        self._config, self._kwargs = config, panel_kwargs
+        self.panels: dict[str, ControlPanel] = {}
+        self.scheme = dropdown(names, names[0], "140px")
+        self.compare_button = W.Button(description="Compare last runs", icon="bar-chart",
+                                       layout=W.Layout(width="auto"),
+                                       tooltip="Speed and time split of the last run of each scheme.")
+        self.message = W.HTML()
+        self.comparison = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
+        self._holder = W.VBox([self._panel(names[0]).widget])
+        self.scheme.observe(self._on_scheme, names="value")
+        self.compare_button.on_click(self._on_compare)
+        self.widget = W.VBox([labelled(self.scheme, "scheme", "The parallel scheme; each keeps its own panel and "
+                                                              "its runs."), self._holder,
+                              W.HBox([self.compare_button, self.message], layout=W.Layout(align_items="center")),
+                              self.comparison])
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def _panel(self, name: str) -> ControlPanel:
+        if name not in self.panels:
+            self.panels[name] = ControlPanel(name, self._config, **self._kwargs)
+        return self.panels[name]
+
+    @property
+    def panel(self) -> ControlPanel:
+        """The panel of the scheme chosen now."""
+        return self._panel(self.scheme.value)
+
+    def _on_scheme(self, change: Any = None) -> None:
+        """Show the chosen scheme's panel, with the common settings of the panel left (budget, seed,
+        batch size, and workers where both run several)."""
+        try:
+            before = self.panels.get(change["old"]) if change else None
+            panel = self.panel
+            if before is not None and not panel.running:
+                common = {"budget_s": before.budget_s.value, "seed": before.seed.value,
+                          "batch_size": before.batch_size.value}
+                if SINGLE_PROCESS.isdisjoint({before.scheme, panel.scheme}):
+                    common["workers"] = before.workers.value
+                panel.set(**common)
+            self._holder.children = [panel.widget]
+        except Exception as e:  # noqa: BLE001 - shown, not swallowed
+            self.message.value = f'<span style="color:#a00">{html.escape(f"{type(e).__name__}: {e}")}</span>'
+
+    def last_runs(self) -> list[RunResult]:
+        """The last run of each scheme that has one, in the dropdown's order."""
+        return [self.panels[n].result for n in self.scheme.options
+                if n in self.panels and self.panels[n].result is not None]
+
+    def _on_compare(self, _button: Any = None) -> None:
+        """Compare button handler (never raises: problems are shown beside the button)."""
+        self.compare()
+
+    def compare(self) -> None:
+        """Draw the speed and time split of the last run of each scheme into :attr:`comparison`."""
+        try:
+            runs = self.last_runs()
+            if not runs:
+                self.message.value = '<span style="color:#a60">no run yet: run a scheme first</span>'
+                return
+            from matplotlib.figure import Figure
+
+            from ..plots import plot_bars, plot_time_split
+
+            labels = [f"{r.scheme} x{r.workers}" for r in runs]
+            fig = Figure(figsize=(11, 3.2), dpi=80, layout="constrained")  # shown at 900 px: text stays legible
+            axes = fig.subplots(1, 3)
+            plot_bars([r.env_steps_per_s for r in runs], labels, axes[0], "env steps / s", "acting throughput")
+            plot_bars([r.updates_per_s for r in runs], labels, axes[1], "updates / s", "learning throughput",
+                      fmt="{:,.1f}")
+            plot_time_split(runs, axes[2], labels)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")
+            self.comparison.value = buf.getvalue()
+            self.comparison.layout.display = None
+            self.message.value = f"compared {len(runs)} run(s)"
+        except Exception as e:  # noqa: BLE001
+            self.message.value = f'<span style="color:#a00">{html.escape(f"{type(e).__name__}: {e}")}</span>'

@@ -1,0 +1,60 @@
+"""What a panel's status line says: a run's progress and summary, in the words of the panel's controls."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..runtime.results import RunResult
+
+__all__ = ["IDLE_TEXT", "in_labels", "progress_text", "summary_text", "first_line"]
+
+#: The status line before a run.
+IDLE_TEXT = '<span style="color:#666">set the controls and click Run</span>'
+
+
+def in_labels(message: str, labels: dict[str, str]) -> str:
+    """``message`` with the Python names of a panel's controls (``min_replay_ratio``,
+    ``batch_size``, and ``max_seconds`` for the budget, with or without a ``TrainConfig.`` before
+    them) replaced by the controls' ``labels`` (name -> label; ``budget_s`` labels the budget). Only
+    names with an underscore: the others (``sync``, ``workers``) are words already."""
+    words = {name: label for name, label in labels.items() if "_" in name}
+    words["max_seconds"] = labels["budget_s"]
+    names = "|".join(map(re.escape, words))
+    return re.sub(rf"(?:TrainConfig\.)?\b({names})\b", lambda m: words[m[1]], message)
+
+
+def _recent(run: RunResult, n: int = 20) -> str:
+    """Mean score of the last ``n`` games, as text."""
+    return f"{float(run.episodes['score'].tail(n).mean()):,.0f}" if len(run.episodes) else "(no game finished)"
+
+
+def progress_text(scheme: str, run: RunResult) -> str:
+    """The status line while ``run`` (a snapshot of ``scheme``) goes on."""
+    return (f"running {scheme} x{run.workers}: {run.wall_time_s:.0f} s of {run.config.max_seconds:.0f} s, "
+            f"{run.env_steps:,} env steps ({run.env_steps_per_s:,.0f}/s), {run.updates:,} updates "
+            f"({run.updates_per_s:,.1f}/s), {len(run.episodes):,} games, "
+            f"recent score {_recent(run)}")
+
+
+def summary_text(run: RunResult, settings: dict[str, Any], labels: dict[str, str], prep_s: float) -> str:
+    """The status line when ``run`` has ended: its ``settings`` (in ``labels``' words), speed, time split and
+    recent score, and the ``prep_s`` seconds of start-up before its budget if they were noticeable."""
+    s = run.summary()
+    split = ", ".join(f"{k} {v:.0%}" for k, v in s["time_fraction"].items() if v is not None) or "none measured"
+    opts = in_labels(", ".join(f"{k}={v}" for k, v in settings.items()), labels)
+    return (f"<b>{run.status}</b> ({opts}, batch {run.config.batch_size}): {s['env_steps']:,} env steps, "
+            f"{s['updates']:,} updates, {s['episodes']:,} games in {s['wall_time_s']:.1f} s &mdash; "
+            f"{s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; "
+            f"time: {split}; recent score {_recent(run)}"
+            + (f"; before the budget: {prep_s:.1f} s of start-up (compiling, starting workers)"
+               if prep_s >= 0.5 else ""))
+
+
+def first_line(scheme: str) -> str:
+    """First sentence of the scheme module's docstring (what the scheme is)."""
+    from ..schemes import SCHEMES
+
+    doc = SCHEMES[scheme].__doc__ or ""
+    line = doc.split("\n\n")[0].replace("\n", " ")
+    return re.sub(r"^``\w+``:\s*", "", line).replace(" -- ", " \u2014 ")
