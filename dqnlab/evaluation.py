@@ -13,7 +13,7 @@ import numpy as np
 from .agent.dqn import DQNAgent
 from .config import TrainConfig
 from .game import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, max_tile
-from .player import Player, load_player
+from .player import Player, check_search, load_player
 from .runtime.results import RunResult
 
 __all__ = ["evaluate", "EvalResult", "REFERENCE_POLICIES", "make_policy", "play", "RecordedGame"]
@@ -43,20 +43,24 @@ def _corner_policy(boards: np.ndarray, masks: np.ndarray) -> np.ndarray:
 REFERENCE_POLICIES = ("random", "corner")
 
 
-def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = None) -> Policy:
+def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = None, search: int = 1) -> Policy:
     """Turn anything :func:`evaluate` accepts into ``act(boards, masks) -> actions``.
 
     ``boards`` is ``(N, 4, 4)`` uint8, ``masks`` ``(N, 4)`` bool legal moves; the
     result is ``(N,)`` int action ids, always legal where a legal move exists. A run,
-    its directory, weights or an agent become a greedy :class:`~dqnlab.player.Player`
-    (see :func:`~dqnlab.load_player`).
+    its directory, weights or an agent become a :class:`~dqnlab.player.Player`, greedy or
+    searching ``search`` plies (see :func:`~dqnlab.load_player`).
 
     Raises
     ------
     ValueError
-        For an unknown policy name, a path that is not a run, or weights that do not
-        fit the network of ``config``.
+        For an unknown policy name, a path that is not a run, weights that do not fit the
+        network of ``config``, or a ``search`` above 1 for a policy that cannot search.
     """
+    no_network = callable(policy) and not isinstance(policy, Player) or isinstance(policy, str) \
+        and policy in REFERENCE_POLICIES
+    if no_network and not (type(search) is int and search == 1):
+        check_search(search, None)  # a reference policy or a callable has no network to search with
     if isinstance(policy, str) and policy in REFERENCE_POLICIES:
         return _random_policy(seed) if policy == "random" else _corner_policy
     if isinstance(policy, (str, os.PathLike)) and not os.path.isdir(policy):
@@ -64,7 +68,7 @@ def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = 
                          f"weights or a DQNAgent; no directory {str(policy)!r} exists")
     if callable(policy) and not isinstance(policy, Player):
         return policy
-    return load_player(policy, config=config, seed=seed)
+    return load_player(policy, config=config, seed=seed, search=search)
 
 
 @dataclass
@@ -88,14 +92,14 @@ class EvalResult:
 
     def summary(self) -> dict[str, Any]:
         """score_mean, score_median, score_std, score_max, moves_mean, games,
-        max_tile_counts ({tile value: games}) and reach_512 / reach_1024 / reach_2048 / reach_4096."""
+        max_tile_counts ({tile value: games}) and reach_512 / reach_1024 / reach_2048 / reach_4096 / reach_8192."""
         tiles, counts = np.unique(self.max_tiles, return_counts=True)
         return {
             "games": len(self.scores), "score_mean": float(self.scores.mean()),
             "score_median": float(np.median(self.scores)), "score_std": float(self.scores.std()),
             "score_max": int(self.scores.max()), "moves_mean": float(self.moves.mean()),
             "max_tile_counts": {int(t): int(c) for t, c in zip(tiles, counts)},
-            **{f"reach_{t}": self.reach(t) for t in (512, 1024, 2048, 4096)},
+            **{f"reach_{t}": self.reach(t) for t in (512, 1024, 2048, 4096, 8192)},
         }
 
     def plot(self):
@@ -110,7 +114,7 @@ class EvalResult:
 
 
 def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainConfig | None = None,
-             max_moves: int | None = None) -> EvalResult:
+             max_moves: int | None = None, search: int = 1) -> EvalResult:
     """Play ``games`` games of 2048 and report their scores.
 
     The games are played side by side (one batched forward pass per move). Every
@@ -121,7 +125,8 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
     policy : str, RunResult, path, dict of arrays, DQNAgent or callable
         ``"random"`` or ``"corner"`` (see :data:`REFERENCE_POLICIES`); a run (object or
         directory written by :meth:`RunResult.save`), weights, or an agent, played
-        greedily (argmax Q over legal moves); or ``act(boards, masks) -> actions``.
+        greedily (argmax Q over legal moves) or searching (``search``); or
+        ``act(boards, masks) -> actions``.
     games : int
         Games to play (>= 1).
     seed : int
@@ -130,6 +135,9 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
         Network shape for bare weights (default: the ``mlp`` preset).
     max_moves : int, optional
         Cap on moves per game (truncation); default none.
+    search : int
+        Plies of expectimax a trained n-tuple afterstate player searches (1: greedy, the default;
+        see :class:`~dqnlab.player.Player`).
 
     Returns
     -------
@@ -138,11 +146,12 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
     Raises
     ------
     ValueError
-        If ``games`` < 1, ``seed`` < 0, or ``policy`` is not one of the accepted kinds.
+        If ``games`` < 1, ``seed`` < 0, ``policy`` is not one of the accepted kinds, or
+        ``search`` is not one it can play.
     """
     _check_int(games, "games", 1)
     _check_int(seed, "seed", 0)
-    act = make_policy(policy, seed=seed, config=config)
+    act = make_policy(policy, seed=seed, config=config, search=search)
     env = VecGame2048(games, seed=seed, max_moves=max_moves)
     boards = env.reset()
     masks = legal_actions_batch(boards)
@@ -295,10 +304,10 @@ def _check_int(value: Any, name: str, minimum: int) -> None:
 
 
 def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
-         config: TrainConfig | None = None) -> RecordedGame:
+         config: TrainConfig | None = None, search: int = 1) -> RecordedGame:
     """Play one game and record it move by move, to watch it, replay it or study it.
 
-    Trained players play greedily, as in :func:`evaluate`; the game is the first of
+    Trained players play as in :func:`evaluate` (greedily, or searching); the game is the first of
     ``evaluate(policy, games=1, seed=seed)`` (the same spawns and moves).
 
     Parameters
@@ -314,6 +323,9 @@ def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
         Stop after this many moves (``truncated`` is then True); default: play to the end.
     config : TrainConfig, optional
         Network shape for bare weights (default: the ``mlp`` preset).
+    search : int
+        Plies of expectimax for a trained n-tuple afterstate player (1: greedy; its Q-values are
+        then the searched values).
 
     Returns
     -------
@@ -323,10 +335,11 @@ def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
     Raises
     ------
     ValueError
-        If ``seed`` < 0, ``max_moves`` < 1, or ``policy`` is not one of the accepted kinds.
+        If ``seed`` < 0, ``max_moves`` < 1, ``policy`` is not one of the accepted kinds, or
+        ``search`` is not one it can play.
     """
     _check_int(seed, "seed", 0)
-    act = make_policy(policy, seed=seed, config=config)
+    act = make_policy(policy, seed=seed, config=config, search=search)
     env = VecGame2048(1, seed=seed, max_moves=max_moves)
     boards, actions, rewards, q_values = [env.reset()], [], [], []
     masks = legal_actions_batch(boards[0])

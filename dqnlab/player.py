@@ -15,18 +15,43 @@ import numpy as np
 
 from .agent.dqn import DQNAgent
 from .config import TrainConfig
+from .core import search as core_search
 from .game import legal_actions_batch
 from .game.rules import check_boards
 from .runtime.results import RunResult
 
-__all__ = ["Player", "load_player", "PlayerLike"]
+__all__ = ["Player", "load_player", "PlayerLike", "MAX_SEARCH", "check_search"]
 
 #: What :func:`load_player` accepts.
 PlayerLike = Union[str, "os.PathLike[str]", RunResult, dict, DQNAgent, "Player"]
 
 
+#: The most plies :class:`Player` searches (each ply multiplies a move's work by about 8 x the empty cells).
+MAX_SEARCH = 3
+
+
+def check_search(search: Any, config: TrainConfig | None) -> int:
+    """``search`` (plies of expectimax, 1: greedy) checked against the network of ``config``.
+
+    Raises
+    ------
+    ValueError
+        If ``search`` is not an integer in 1..:data:`MAX_SEARCH`, or is above 1 for a network
+        that is not an n-tuple network of afterstate values (``config=None``: no network).
+    """
+    if not isinstance(search, int) or isinstance(search, bool) or not 1 <= search <= MAX_SEARCH:
+        raise ValueError(f"search must be an integer in 1..{MAX_SEARCH} (plies of expectimax; 1: greedy), "
+                         f"got {search!r}")
+    if search > 1 and (config is None or config.network != "ntuple" or not config.afterstate):
+        what = "no network" if config is None else f"network={config.network!r}, afterstate={config.afterstate}"
+        raise ValueError(f"search={search} needs a player of an n-tuple network of afterstate values "
+                         f"(network='ntuple', afterstate=True); this one has {what}")
+    return search
+
+
 class Player:
-    """A trained Q-network playing 2048 greedily (the best legal move by its Q-values).
+    """A trained Q-network playing 2048: the best legal move by its Q-values, or by an expectimax
+    search over the tiles the game spawns (``search`` plies: :mod:`dqnlab.core.search`).
 
     Made by :func:`load_player`; ``Player(agent)`` wraps an agent directly.
 
@@ -36,6 +61,9 @@ class Player:
         Its online network plays.
     seed : int
         Seeds the exploration of ``predict(..., deterministic=False)``.
+    search : int
+        Plies of expectimax (1, the default: the greedy move; 2-3 look ahead over every spawn, for an
+        n-tuple network of afterstate values; see :mod:`dqnlab.core.search`).
 
     Attributes
     ----------
@@ -51,13 +79,16 @@ class Player:
     A board with no legal move (game over) gets action 0 and all-NaN Q-values.
     """
 
-    def __init__(self, agent: DQNAgent, seed: int = 0):
+    def __init__(self, agent: DQNAgent, seed: int = 0, search: int = 1):
         if not isinstance(agent, DQNAgent):
             raise ValueError(f"agent must be a DQNAgent, got {type(agent).__name__}")
         self.agent = agent
         self.config: TrainConfig = agent.config
         self.network = agent.online
+        self.search = check_search(search, agent.config)
         self._rng = np.random.default_rng(seed)
+        self._table: tuple[np.ndarray, ...] | None = None  # the search's transposition table, made when first used
+        self._generation = 0
 
     def greedy(self, boards: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy actions and Q-values of boards whose legal moves are known (no input checks).
@@ -74,10 +105,26 @@ class Player:
         actions : (N,) int64
             The legal move of largest Q-value (0 where no move is legal).
         q_values : (N, 4) float32
-            Q-values in the learner's reward units, NaN for illegal moves.
+            Q-values in the learner's reward units (with ``search`` > 1, each move's expectimax
+            value), NaN for illegal moves.
         """
-        q = np.where(masks, self.agent.q_values(boards), np.nan).astype(np.float32)
+        q = self.agent.q_values(boards) if self.search == 1 else self._searched(boards)
+        q = np.where(masks, q, np.nan).astype(np.float32)
         return np.where(masks, q, -np.inf).argmax(axis=1), q
+
+    def _searched(self, boards: np.ndarray) -> np.ndarray:
+        """``(N, 4)`` float64 expectimax values of each move, ``search`` plies deep (-inf: illegal).
+        Each call reads the weights afresh, with a new generation of the transposition table."""
+        if self._table is None:
+            self._table = core_search.transposition_table()
+        self._generation += 1  # (the weights may have changed since the last call: its entries are not read)
+        net = self.agent.acting
+        cells = np.ascontiguousarray(boards, dtype=np.uint8).reshape(len(boards), 16)
+        actions, q = np.empty(len(boards), np.int64), np.empty((len(boards), 4))
+        core_search.expectimax(cells, self.search, net.weight.detach().numpy().reshape(-1), net.placements,
+                               self.config.reward_transform == "log", float(self.config.gamma), self._table,
+                               self._generation, actions, q)
+        return q
 
     def __call__(self, boards: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """The policy protocol of :func:`dqnlab.evaluate`: ``(N, 4, 4)`` boards and ``(N, 4)``
@@ -188,7 +235,7 @@ def _boards_of(observation) -> tuple[np.ndarray, bool]:
                      f"(N, 4, 4, K) board, got shape {obs.shape}")
 
 
-def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 0) -> Player:
+def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 0, search: int = 1) -> Player:
     """A trained player in one line: ``load_player("runs/x").act(boards)``.
 
     Parameters
@@ -202,6 +249,9 @@ def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 
         The network of bare weights (default: the ``mlp`` preset); ignored otherwise.
     seed : int
         Seeds the player's exploration (``predict(..., deterministic=False)``).
+    search : int
+        Plies of expectimax the player searches (1: greedy; see :class:`Player`); a player given
+        as ``run`` with another ``search`` is remade on the same agent.
 
     Returns
     -------
@@ -211,10 +261,11 @@ def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 
     ------
     ValueError
         If ``run`` names no directory or one that holds no run, the weights do not fit
-        the network, or ``run`` is none of the accepted kinds.
+        the network, ``run`` is none of the accepted kinds, or ``search`` is not one the
+        network can play (see :func:`check_search`).
     """
     if isinstance(run, Player):
-        return run
+        return run if run.search == search else Player(run.agent, seed=seed, search=search)
     if isinstance(run, (str, os.PathLike)):
         if not os.path.isdir(run):
             raise ValueError(f"run must be a run directory; no directory {str(run)!r} exists")
@@ -226,6 +277,6 @@ def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 
         agent.set_weights(run)
         run = agent
     if isinstance(run, DQNAgent):
-        return Player(run, seed=seed)
+        return Player(run, seed=seed, search=search)
     raise ValueError(f"cannot load a player from a {type(run).__name__} (give a run directory, a RunResult, "
                      f"weights or a DQNAgent)")

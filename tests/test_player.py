@@ -199,6 +199,62 @@ def test_a_young_n_tuple_table_is_stored_by_its_non_zero_rows_and_loads_as_a_sta
     assert np.array_equal(RunResult.load(tmp_path).weights["weight"], net.weight.detach().numpy())
 
 
+# ------------------------------------------------------------------------------------------ a player that searches
+@pytest.fixture(scope="module")
+def ntuple_agent():
+    """An n-tuple afterstate agent (``ntuple-small``, 17x4 tuples) with random weights."""
+    agent = DQNAgent(TrainConfig.preset("ntuple-small", seed=0), seed=0)
+    w = agent.online.weight.detach().numpy()
+    w[:] = np.random.default_rng(0).uniform(-1, 1, w.shape).astype(np.float32)
+    return agent
+
+
+def test_a_searching_player_plays_the_expectimax_move_and_one_ply_is_greedy(ntuple_agent):
+    from dqnlab.core import search
+
+    greedy = Player(ntuple_agent)
+    env = VecGame2048(32, seed=3)
+    boards = env.reset()
+    for _ in range(30):  # into the games a little
+        boards = env.step(greedy.act(boards)).boards
+    assert np.array_equal(Player(ntuple_agent, search=1).act(boards), greedy.act(boards))
+    two = load_player(greedy, search=2)
+    assert two is not greedy and two.search == 2 and load_player(two, search=2) is two
+    actions, q = two.greedy(boards, legal_actions_batch(boards))
+    expected, values = np.empty(32, np.int64), np.empty((32, 4))
+    search.expectimax(boards.reshape(32, 16), 2, ntuple_agent.online.weight.detach().numpy().reshape(-1),
+                      ntuple_agent.online.placements, False, ntuple_agent.config.gamma,
+                      search.transposition_table(12), 1, expected, values)
+    assert np.array_equal(actions, expected)
+    masks = legal_actions_batch(boards)
+    assert np.array_equal(np.isnan(q), ~masks) and np.allclose(q[masks], values[masks].astype(np.float32))
+    assert not np.array_equal(actions, greedy.act(boards))  # the lookahead changed some move
+
+
+def test_evaluate_and_play_take_search(ntuple_agent):
+    ev = evaluate(ntuple_agent, games=3, seed=0, search=2)
+    assert len(ev.scores) == 3 and (ev.scores > 0).all()
+    game = play(ntuple_agent, seed=0, search=2, max_moves=40)
+    legal = ~np.isnan(game.q_values)
+    assert game.moves == 40 and legal.any(axis=1).all() and np.isfinite(game.q_values[legal]).all()
+    assert np.array_equal(game.actions, np.nanargmax(game.q_values, axis=1))
+
+
+@pytest.mark.parametrize("search", [0, 4, "2", 2.0, True])
+def test_a_bad_search_is_named(ntuple_agent, search):
+    with pytest.raises(ValueError, match=r"search must be an integer in 1\.\.3"):
+        Player(ntuple_agent, search=search)
+    with pytest.raises(ValueError, match=r"search must be an integer in 1\.\.3"):
+        evaluate("random", games=1, search=search)
+
+
+def test_search_needs_an_n_tuple_afterstate_network(trained):
+    with pytest.raises(ValueError, match="search=2 needs a player of an n-tuple network of afterstate values"):
+        load_player(trained[0], search=2)
+    with pytest.raises(ValueError, match="search=2 needs .* this one has no network"):
+        evaluate("corner", games=1, search=2)
+
+
 # ------------------------------------------------------------------------------------------ animation and GIF
 def test_the_gif_has_one_frame_per_move_plus_the_start(trained, tmp_path):
     game = play(trained[1], seed=0, max_moves=12)

@@ -19,10 +19,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.what == "learning":
         return _cmd_bench_learning(args)
+    if args.what == "search":
+        return _cmd_bench_search(args)
+    if args.run is not None or args.depths is not None:
+        raise ValueError("--run and --depths apply only to 'bench search'")
     if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.figure, args.lock,
                                    args.shared_threads)):
         raise ValueError("--presets, --minutes, --games, --seeds, --figure, --lock/--no-lock and --shared-threads "
-                         "apply only to 'bench learning'")
+                         "apply only to 'bench learning' (--games also to 'bench search')")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
         raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling' "
@@ -72,6 +76,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"batched update is {res['ratio']:,.0f}x faster per env step than the per-transition loop "
                   f"in PyTorch" + (f", {res['ratio_keras']:,.0f}x faster than the same loop in Keras"
                                    if res["ratio_keras"] else " (Keras not installed)"))
+    return 0
+
+
+def _cmd_bench_search(args: argparse.Namespace) -> int:
+    """``bench search``: a trained player's moves/s and score at each depth of expectimax."""
+    from ..bench.search import bench_search
+
+    others = {"--presets": args.presets, "--minutes": args.minutes, "--seeds": args.seeds, "--figure": args.figure,
+              "--lock": args.lock, "--shared-threads": args.shared_threads, "--schemes": args.schemes,
+              "--workers": args.workers, "--seconds": args.seconds, "--eval-games": args.eval_games,
+              "--n-envs": args.bench_n_envs, "--write": args.write}
+    given = [flag for flag, value in others.items() if value is not None]
+    if given or args.quick or args.no_keras or args.compile or args.threads != 1:
+        raise ValueError(f"'bench search' takes --run, --depths, --games and --json only (got "
+                         f"{', '.join(given) or 'a peers/learner flag'})")
+    if args.run is None:
+        raise ValueError("bench search needs --run DIR: the run directory of a trained n-tuple afterstate player")
+    rows = bench_search(str(args.run), int_list(args.depths, "1,2", "--depths"), games=args.games or 100)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        _print_table(rows)
+        print(f"the same {rows[0]['games']} games (spawn seed 1) at each depth, one process, one thread; "
+              f"depth 1 is the greedy player")
     return 0
 
 

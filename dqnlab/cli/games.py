@@ -1,4 +1,4 @@
-"""The ``evaluate`` and ``play`` commands: a trained run's (or a reference policy's) greedy games."""
+"""The ``evaluate`` and ``play`` commands: a trained run's (or a reference policy's) games, greedy or searching."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     figure."""
     from ..evaluation import evaluate
 
-    ev = evaluate(args.run, games=args.games, seed=args.seed)
+    ev = evaluate(args.run, games=args.games, seed=args.seed, search=args.search)
     s = ev.summary()
     if args.json:
         print(json.dumps(s, indent=2))
     else:
         print(f"{args.run}: {s['games']} games, mean score {s['score_mean']:,.0f} (median {s['score_median']:,.0f}, "
-              f"best {s['score_max']:,}); reached 512 / 1024 / 2048 / 4096 in {s['reach_512']:.0%} / "
-              f"{s['reach_1024']:.0%} / {s['reach_2048']:.0%} / {s['reach_4096']:.0%}")
+              f"best {s['score_max']:,}); reached 512 / 1024 / 2048 / 4096 / 8192 in {s['reach_512']:.0%} / "
+              f"{s['reach_1024']:.0%} / {s['reach_2048']:.0%} / {s['reach_4096']:.0%} / {s['reach_8192']:.0%}"
+              + (f" (searching {args.search} plies)" if args.search > 1 else ""))
         print("largest tile: " + ", ".join(f"{t}: {c}" for t, c in s["max_tile_counts"].items()))
     if args.plot is not None:
         import matplotlib
@@ -47,7 +48,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise ValueError("--delay applies only to the text replay (without --gif)")
     if args.gif is not None and args.gif.suffix.lower() != ".gif":
         raise ValueError(f"--gif must name a .gif file, got {str(args.gif)!r}")
-    game = play(args.run, seed=args.seed, max_moves=args.max_moves)
+    game = play(args.run, seed=args.seed, max_moves=args.max_moves, search=args.search)
     end = (f"{game.moves:,} moves, score {game.score:,}, largest tile {game.max_tile:,}"
            + (" (stopped by --max-moves)" if game.truncated else ""))
     if args.gif is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..player import MAX_SEARCH
 from .flags import add_flags, nonneg_float, nonneg_int, positive_float, positive_int, run_or_policy, scheme_flags
 from .games import GIF_MAX_FRAMES
 
@@ -87,6 +88,9 @@ def _add_evaluate_play(sub) -> None:
     e.add_argument("run", type=run_or_policy, help="run directory, or 'random' / 'corner'")
     e.add_argument("--games", type=positive_int, default=200, help="games to play (default 200)")
     e.add_argument("--seed", type=nonneg_int, default=0, help="seed of the games (default 0)")
+    e.add_argument("--search", type=positive_int, default=1, metavar="PLIES",
+                   help=f"plies of expectimax an n-tuple afterstate player searches over every spawn (1..{MAX_SEARCH}; "
+                        f"default 1: greedy)")
     e.add_argument("--json", action="store_true", help="print JSON")
     e.add_argument("--plot", type=Path, metavar="FILE",
                    help="also save the figure of the games there (largest-tile distribution and score histogram; "
@@ -99,6 +103,8 @@ def _add_evaluate_play(sub) -> None:
                     help="seed of the tile spawns (default 0; the game is the first of evaluate --seed S)")
     pl.add_argument("--max-moves", type=positive_int, metavar="N",
                     help="stop after N moves (default: play to the end)")
+    pl.add_argument("--search", type=positive_int, default=1, metavar="PLIES",
+                    help=f"plies of expectimax (1..{MAX_SEARCH}; default 1: greedy), as evaluate --search")
     pl.add_argument("--gif", type=Path, metavar="FILE.gif",
                     help="write the game as an animated GIF (the board, and the Q-values of the four moves beside it) "
                          "instead of the text replay")
@@ -114,14 +120,15 @@ def _add_evaluate_play(sub) -> None:
 def _add_bench(sub) -> None:
     """``bench``: what to measure, and the flags of each measurement."""
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
-    b.add_argument("what", choices=["game", "update", "scaling", "acting", "peers", "learner", "learning"],
+    b.add_argument("what", choices=["game", "update", "scaling", "acting", "peers", "learner", "learning", "search"],
                    help="game: moves/s of the rules, the compiled core (1 and 2 threads) beside the NumPy rules; update: legacy vs batched; "
                         "scaling: env steps/s, updates/s and time split of schemes x worker counts; "
                         "acting: env steps/s of one process's acting at each --n-envs (vectorised acting); "
                         "peers: dqnlab beside Stable-Baselines3 and gymnasium-2048 (extra 'bench'); "
                         "learner: GFLOP/s of an update beside a large matrix product, before/after tuning; "
                         "learning: greedy score of 1,000 games at points of a training budget, and the minutes "
-                        "to a player (mean 10,000; 2048 in half the games)")
+                        "to a player (mean 10,000; 2048 in half the games); search: a trained n-tuple player's "
+                        "moves/s and score at each depth of expectimax (--run, --depths, --games)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (default serial,independent,shared,"
                                      "sharded,averaged; learning: serial,shared); scaling: each with optional "
@@ -131,7 +138,10 @@ def _add_bench(sub) -> None:
     b.add_argument("--presets", help="learning: comma-separated presets (default default,cnn,mlp-afterstate,mlp)")
     b.add_argument("--minutes", type=positive_float, help="learning: training budget of each configuration "
                                                            "(default 10)")
-    b.add_argument("--games", type=positive_int, help="learning: greedy games per evaluation (default 1000)")
+    b.add_argument("--games", type=positive_int, help="learning: greedy games per evaluation (default 1000); "
+                                                       "search: games at each depth (default 100)")
+    b.add_argument("--run", type=Path, metavar="DIR", help="search: the run directory of the player")
+    b.add_argument("--depths", help=f"search: comma-separated plies, each 1..{MAX_SEARCH} (default 1,2)")
     b.add_argument("--seeds", help="learning: comma-separated training seeds (default 0)")
     b.add_argument("--variants", help="learning: comma-separated config variants of each preset, each TrainConfig "
                                       "FIELD=VALUE joined by '+' (a bool field alone: True; plain: the preset), e.g. "
