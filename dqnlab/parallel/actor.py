@@ -4,6 +4,8 @@ The actor steps its boards with a recent copy of the learner's network and sends
 transitions in :class:`~dqnlab.parallel.messages.ActorData` messages; the learner
 (:mod:`dqnlab.schemes.actors`, in the parent) sends it new weights, pause / go
 (:class:`~dqnlab.parallel.messages.Throttle`), checkpoint requests and stop.
+:class:`Actor` is the actor (the shape of TorchRL's collectors: act, send, take orders);
+:func:`actor_task` builds one in the task and runs it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +29,7 @@ from .faults import check_fault
 from .messages import ActorData, Checkpoint, NewWeights, Stop, Throttle, UnexpectedMessage
 from .tasks import Channel
 
-__all__ = ["actor_task", "FLUSH_S", "ORDERS_S"]
+__all__ = ["Actor", "ActorSettings", "actor_task", "FLUSH_S", "ORDERS_S"]
 
 #: Seconds an actor gathers transitions before sending them (at most).
 FLUSH_S = 0.05
@@ -34,201 +37,332 @@ FLUSH_S = 0.05
 ORDERS_S = 0.01
 
 
-def actor_task(ch: Channel, *, config: TrainConfig, worker: int, workers: int, budget: int | None, clock: RunClock,
-                weights: dict[str, np.ndarray], version: int, epsilon: float | None, lockstep: bool, max_chunk: int,
-                parent_pid: int, fault: dict[str, Any] | None, checkpointing: bool = False, paused: bool = False,
-                resume: dict[str, Any] | None = None) -> None:
-    """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`).
+@dataclass(frozen=True)
+class ActorSettings:
+    """What an actor is told once, for the whole run (picklable: it travels to the worker task).
 
-    Steps ``config.n_envs`` boards with ``weights``, the learner's after ``version`` updates (then those it sends,
-    :class:`~dqnlab.parallel.messages.NewWeights`), at ``epsilon`` (None: the config's
-    schedule, clocked by its own env steps times ``workers``), and sends
-    :class:`~dqnlab.parallel.messages.ActorData` (transitions since the last one, at most
-    about ``max_chunk``, the weights version they were acted with, finished games,
-    counters and timing) every :data:`FLUSH_S`, and a last one (``done``). It pauses
-    while the learner says so (:class:`~dqnlab.parallel.messages.Throttle`); with
-    ``lockstep`` it waits for the learner's reply after every step. On an exception it
-    first sends what it gathered, then re-raises.
-
-    With ``checkpointing``, it answers the learner's checkpoint requests: it sends
-    the transitions it holds, then its state, and waits for the checkpoint to be
-    written (or a stop); its final state goes with the last message. ``resume`` is
-    such a state to continue from; ``paused`` is the learner's throttle then. The state holds the actor's
-    copy of the weights only in ``lockstep`` (where a resumed run is exact); an overlapped actor resumes with
-    the learner's weights, as after a broadcast, so that no copy of a large table travels per actor.
-    ``budget``: its env steps (None: none); ``clock``: the run's start and time budget;
-    ``fault``: the test hook's (:func:`~dqnlab.parallel.faults.check_fault`).
+    Attributes
+    ----------
+    config : TrainConfig
+        The run's configuration (``n_envs`` boards, the epsilon schedule, n-step returns, prioritized replay).
+    worker, workers : int
+        This actor's index and the number K of actors.
+    budget : int or None
+        This actor's env steps (None: no step budget).
+    clock : RunClock
+        The run's start and time budget.
+    epsilon : float or None
+        A fixed epsilon (None: the config's schedule, clocked by the actor's own env steps times K).
+    lockstep : bool
+        Wait for the learner's reply after every step.
+    max_chunk : int
+        Transitions sent at once (about, at most).
+    parent_pid : int
+        The learner's process (an actor in another one acts on one torch thread).
+    fault : dict or None
+        The test hook's fault (:func:`~dqnlab.parallel.faults.check_fault`).
+    checkpointing : bool
+        Answer the learner's checkpoint requests, and send the final state with the last message.
     """
-    if os.getpid() != parent_pid and torch.get_num_threads() != 1:
+
+    config: TrainConfig
+    worker: int
+    workers: int
+    budget: int | None
+    clock: RunClock
+    epsilon: float | None
+    lockstep: bool
+    max_chunk: int
+    parent_pid: int
+    fault: dict[str, Any] | None = None
+    checkpointing: bool = False
+
+
+def actor_task(ch: Channel, *, settings: ActorSettings, weights: dict[str, np.ndarray], version: int,
+               paused: bool = False, resume: dict[str, Any] | None = None) -> None:
+    """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`): :meth:`Actor.run`.
+
+    Parameters
+    ----------
+    ch : Channel
+        The task's channel.
+    settings : ActorSettings
+        What the actor is told once.
+    weights : dict of str to numpy.ndarray
+        The learner's weights after ``version`` updates.
+    version : int
+        Their learner update count.
+    paused : bool
+        The learner's throttle (for a resumed actor).
+    resume : dict, optional
+        An :meth:`Actor.state` to continue from.
+
+    Raises
+    ------
+    ValueError
+        If ``resume`` is another actor's state.
+    """
+    if os.getpid() != settings.parent_pid and torch.get_num_threads() != 1:
         torch.set_num_threads(1)  # a batched forward pass of n_envs boards: one thread is plenty
-    clock0, deadline = clock.local()  # the learner's start, on this process's clock
-    env_seed, _, agent_seed = worker_seeds(config.seed, worker)
-    env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
-                      invalid_move_reward=config.invalid_move_reward)
-    agent = DQNAgent(config, seed=agent_seed)  # its rng explores; its weights come from the learner
-    nstep = NStepReturns(config.n_step, config.gamma, config.n_envs)
-    # Prioritized replay: the actor computes each transition's initial priority from its own TD error,
-    # with its copy of the weights as online and target network (Horgan et al. 2018).
-    own_target = config.prioritized
-    st = {"version": version, "paused": False, "env_steps": 0, "episodes": 0, "loads": 0, "waits": 0}
-    timing = {"acting": 0.0, "sending": 0.0, "receiving": 0.0, "waiting": 0.0, "weights": 0.0}
-    awaiting = False  # lockstep: data sent, waiting for the learner's weights
-    if resume is None:
-        agent.set_weights(weights, target=own_target)
-        boards = env.reset()  # as the serial learner does (the constructor's boards are not used)
-        masks = legal_actions_batch(boards)
-    else:
-        if resume["worker"] != worker:
-            raise ValueError(f"actor state is actor {resume['worker']}'s, not actor {worker}'s")
-        env.load_state_dict(resume["env"])
-        agent.rng.bit_generator.state = resume["rng"]
-        agent.set_weights(weights if resume["weights"] is None else resume["weights"], target=own_target)
-        if "nstep" in resume:  # (an actor state from before n-step returns has none: nothing pending)
-            nstep.load_state_dict(resume["nstep"])
-        boards, masks = np.array(resume["boards"], np.uint8), np.array(resume["masks"], bool)
-        st.update({key: int(resume["st"][key]) for key in ("env_steps", "episodes", "loads", "waits")})
-        if resume["weights"] is not None:
-            st["version"] = int(resume["st"]["version"])
-        timing.update({key: float(v) for key, v in resume["timing"].items()})
-        awaiting = bool(resume["awaiting"])
-        st["paused"] = paused  # the learner's throttle is what counts (an order in flight at the end was lost)
-    chunk: list[dict[str, np.ndarray]] = []  # the n-step transitions of each step since the last message
-    rows: list[dict[str, Any]] = []
-    finished_in_chunk = 0
-    last_flush = time.perf_counter()
-    # Read orders before the first step: a resumed learner may have trained (and sent weights) while this started.
-    last_orders = last_flush - ORDERS_S
+    Actor(ch, settings, weights, version, paused, resume).run()
 
-    def state() -> dict[str, Any]:
-        """This actor's checkpoint state (called between steps, with nothing left to send)."""
-        return {"worker": worker, "env": env.state_dict(), "nstep": nstep.state_dict(), "rng": agent.rng.bit_generator.state,
-                "weights": agent.get_weights() if lockstep else None, "boards": boards.copy(), "masks": masks.copy(), "st": dict(st),
-                "timing": dict(timing), "awaiting": awaiting}
 
-    if checkpointing:
-        ch.state = state  # Channel.wait answers a request that comes while this actor waits
+class Actor:
+    """An actor: steps ``config.n_envs`` boards, sends its transitions, follows the learner's orders.
 
-    def current_epsilon() -> float:
-        if epsilon is not None:
-            return epsilon
-        return epsilon_at(config, st["env_steps"] * workers, st["version"])
+    It acts with ``weights``, the learner's after ``version`` updates (then those the learner
+    sends, :class:`~dqnlab.parallel.messages.NewWeights`), at the settings' epsilon, and sends
+    :class:`~dqnlab.parallel.messages.ActorData` (transitions since the last one, at most about
+    ``max_chunk``, the weights version they were acted with, finished games, counters and
+    timing) every :data:`FLUSH_S`, and a last one (``done``). It pauses while the learner says
+    so (:class:`~dqnlab.parallel.messages.Throttle`); in ``lockstep`` it waits for the
+    learner's reply after every step. With prioritized replay each transition carries its
+    initial priority, the actor's own TD error (Ape-X, Horgan et al. 2018).
 
-    def flush(done: bool = False, state: Any = None) -> None:
-        nonlocal chunk, rows, finished_in_chunk, last_flush
-        transitions = None
-        if chunk:
-            transitions = {name: np.concatenate([c[name] for c in chunk]) for name in FIELDS}
-            if own_target and len(transitions["actions"]):  # initial priorities: computing, so counted as acting
-                t0 = time.perf_counter()
-                transitions["td_errors"] = agent.td_errors(Minibatch(**transitions))
-                timing["acting"] += time.perf_counter() - t0
+    With ``checkpointing``, it answers the learner's checkpoint requests: it sends the
+    transitions it holds, then its :meth:`state`, and waits for the checkpoint to be written
+    (or a stop); its final state goes with the last message. The state holds the actor's copy
+    of the weights only in ``lockstep`` (where a resumed run is exact); an overlapped actor
+    resumes with the learner's weights, as after a broadcast, so that no copy of a large table
+    travels per actor.
+
+    Parameters
+    ----------
+    ch : Channel
+        The task's channel.
+    settings : ActorSettings
+        What the actor is told once.
+    weights : dict of str to numpy.ndarray
+        The learner's weights after ``version`` updates.
+    version : int
+        Their learner update count.
+    paused : bool
+        The learner's throttle now (for a resumed actor; a new one starts going).
+    resume : dict, optional
+        A :meth:`state` to continue from.
+
+    Raises
+    ------
+    ValueError
+        If ``resume`` is another actor's state.
+    """
+
+    def __init__(self, ch: Channel, settings: ActorSettings, weights: dict[str, np.ndarray], version: int,
+                 paused: bool = False, resume: dict[str, Any] | None = None):
+        self.ch, self.settings, self.config = ch, settings, settings.config
+        config, worker = settings.config, settings.worker
+        self.clock0, self.deadline = settings.clock.local()  # the learner's start, on this process's clock
+        env_seed, _, agent_seed = worker_seeds(config.seed, worker)
+        self.env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
+                               invalid_move_reward=config.invalid_move_reward)
+        self.agent = DQNAgent(config, seed=agent_seed)  # its rng explores; its weights come from the learner
+        self.nstep = NStepReturns(config.n_step, config.gamma, config.n_envs)
+        # Prioritized replay: the actor computes each transition's initial priority from its own TD error,
+        # with its copy of the weights as online and target network (Horgan et al. 2018).
+        self.own_target = config.prioritized
+        self.version, self.paused = version, False
+        self.env_steps = self.episodes = self.loads = self.waits = 0
+        self.timing = {"acting": 0.0, "sending": 0.0, "receiving": 0.0, "waiting": 0.0, "weights": 0.0}
+        self.awaiting = False  # lockstep: data sent, waiting for the learner's weights
+        self.chunk: list[dict[str, np.ndarray]] = []  # the n-step transitions of each step since the last message
+        self.rows: list[dict[str, Any]] = []  # the games finished since the last message
+        self.finished_in_chunk = 0
+        if resume is None:
+            self.agent.set_weights(weights, target=self.own_target)
+            self.boards = self.env.reset()  # as the serial learner does (the constructor's boards are not used)
+            self.masks = legal_actions_batch(self.boards)
+        else:
+            self._resume(resume, weights, paused)
+        self.last_flush = time.perf_counter()
+        # Read orders before the first step: a resumed learner may have trained (and sent weights) while this started.
+        self.last_orders = self.last_flush - ORDERS_S
+        if settings.checkpointing:
+            ch.state = self.state  # Channel.wait answers a request that comes while this actor waits
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        """Act until the budget, the deadline or a stop; send the data on the way and at the end.
+
+        On an exception it first sends what it gathered, then re-raises (the task wrapper reports it).
+        """
+        s, ch = self.settings, self.ch
+        try:
+            if self.awaiting:  # resumed while waiting for the learner's reply (the learner sends it)
+                self.wait_for_learner(True, count=False)
+            while ((s.budget is None or self.env_steps < s.budget)
+                   and (self.deadline is None or time.perf_counter() < self.deadline) and not ch.stopped):
+                if time.perf_counter() - self.last_orders >= ORDERS_S:
+                    self.take_orders()
+                while self.paused and not ch.stopped:  # the learner is behind: let it catch up
+                    if self.chunk or self.rows:
+                        self.flush()
+                    self.wait_for_learner(False)
+                if ch.stopped:
+                    break
+                n = self.act()
+                check_fault(s.fault, s.worker, env_steps=self.env_steps)
+                if s.lockstep:
+                    self.flush()
+                    self.wait_for_learner(True)
+                elif time.perf_counter() - self.last_flush >= FLUSH_S or len(self.chunk) * n >= s.max_chunk:
+                    self.flush()
+        except BaseException:
+            try:
+                self.flush()  # keep the games finished since the last message
+            except Exception:  # noqa: BLE001, S110 - the queue is gone too: the original error matters more
+                pass
+            raise
+        self.flush(done=True, final_state=self.state() if s.checkpointing else None)
+
+    def act(self) -> int:
+        """Step every board once with the current epsilon; keep the n-step transitions and the finished games.
+
+        Returns
+        -------
+        int
+            The env steps taken (``n_envs``).
+        """
         t0 = time.perf_counter()
-        ch.send(ActorData(worker, done, transitions, st["version"], finished_in_chunk, rows, st["env_steps"],
-                          st["episodes"], dict(timing), st["loads"], st["waits"], epsilon, current_epsilon(), state))
-        chunk, rows, finished_in_chunk = [], [], 0
-        last_flush = time.perf_counter()
-        timing["sending"] += last_flush - t0
+        boards = self.boards
+        actions = self.agent.act(boards, self.masks, self.epsilon_now())
+        out = self.env.step(actions)
+        n = len(actions)
+        ended = out.terminated | out.truncated
+        self.chunk.append(self.nstep.push(boards, actions, transform_rewards(self.config, out.rewards),
+                                          out.next_boards, out.terminated, next_board_masks(out, ended), ended))
+        self.boards, self.masks = out.boards, out.action_masks
+        self.env_steps += n
+        done = np.flatnonzero(ended)
+        if len(done):
+            now, eps, worker = time.perf_counter() - self.clock0, self.epsilon_now(), self.settings.worker
+            for i in done:
+                self.rows.append({"worker": worker, "episode": self.episodes, "env_steps": self.env_steps,
+                                  "wall_time_s": now, "score": int(out.episode_scores[i]),
+                                  "max_tile": int(out.episode_max_tiles[i]), "moves": int(out.episode_moves[i]),
+                                  "epsilon": eps, "loss": math.nan})
+                self.episodes += 1
+            self.finished_in_chunk += len(done)
+        self.timing["acting"] += time.perf_counter() - t0
+        return n
 
-    def apply(orders: list[Any]) -> None:
-        """Carry out ``orders`` in the order they came (a checkpoint sees the ones before it)."""
-        newest = None
+    def epsilon_now(self) -> float:
+        """The settings' fixed epsilon, or the schedule's at this actor's env steps times K (the run's, estimated)."""
+        s = self.settings
+        if s.epsilon is not None:
+            return s.epsilon
+        return epsilon_at(self.config, self.env_steps * s.workers, self.version)
 
-        def load() -> None:
-            nonlocal newest
-            if newest is not None:
+    # ------------------------------------------------------------------ to the learner
+    def flush(self, done: bool = False, final_state: dict[str, Any] | None = None) -> None:
+        """Send the transitions and games since the last message, with the counters now (``done``: the last
+        message, with ``final_state``); with prioritized replay the transitions carry their TD errors."""
+        transitions = None
+        if self.chunk:
+            transitions = {name: np.concatenate([c[name] for c in self.chunk]) for name in FIELDS}
+            if self.own_target and len(transitions["actions"]):  # initial priorities: computing, so counted as acting
                 t0 = time.perf_counter()
-                agent.set_weights(newest, target=own_target)
-                st["loads"] += 1
-                timing["weights"] += time.perf_counter() - t0
-                newest = None
+                transitions["td_errors"] = self.agent.td_errors(Minibatch(**transitions))
+                self.timing["acting"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.ch.send(ActorData(self.settings.worker, done, transitions, self.version, self.finished_in_chunk,
+                               self.rows, self.env_steps, self.episodes, dict(self.timing), self.loads, self.waits,
+                               self.settings.epsilon, self.epsilon_now(), final_state))
+        self.chunk, self.rows, self.finished_in_chunk = [], [], 0
+        self.last_flush = time.perf_counter()
+        self.timing["sending"] += self.last_flush - t0
 
+    # ------------------------------------------------------------------ from the learner
+    def take_orders(self) -> None:
+        """Read the orders waiting and :meth:`apply` them (first sending the data acted with older weights)."""
+        t0 = time.perf_counter()
+        orders = self.ch.orders()
+        self.last_orders = time.perf_counter()
+        self.timing["receiving"] += self.last_orders - t0
+        if self.chunk and any(isinstance(m, NewWeights) for m in orders):
+            self.flush()  # one weights version per message
+        self.apply(orders)
+
+    def apply(self, orders: list[Any]) -> None:
+        """Carry out ``orders`` in the order they came (a checkpoint sees the ones before it); of several
+        weights, only the newest is loaded.
+
+        Raises
+        ------
+        UnexpectedMessage
+            For a message that is not an actor's order.
+        """
+        newest = None
         for msg in orders:
             if isinstance(msg, NewWeights):
                 if msg.weights is not None:
                     newest = msg.weights
-                st["version"] = msg.version
+                self.version = msg.version
             elif isinstance(msg, Throttle):
-                st["paused"] = msg.paused
+                self.paused = msg.paused
             elif isinstance(msg, Checkpoint):
-                load()
-                serve_checkpoint(msg.id)
+                self._load_weights(newest)
+                newest = None
+                self.serve_checkpoint(msg.id)
             elif not isinstance(msg, Stop):
-                raise UnexpectedMessage(f"actor {worker}", msg)
-        load()
+                raise UnexpectedMessage(f"actor {self.settings.worker}", msg)
+        self._load_weights(newest)
 
-    def serve_checkpoint(n: int) -> None:
+    def _load_weights(self, weights: dict[str, np.ndarray] | None) -> None:
+        """Act with ``weights`` from now on (None: keep the current ones)."""
+        if weights is not None:
+            t0 = time.perf_counter()
+            self.agent.set_weights(weights, target=self.own_target)
+            self.loads += 1
+            self.timing["weights"] += time.perf_counter() - t0
+
+    def serve_checkpoint(self, n: int) -> None:
         """Send the transitions held, then answer checkpoint ``n`` (:meth:`Channel.serve_checkpoint`),
         carrying out weights / pause orders that come meanwhile."""
-        if chunk or rows:
-            flush()
-        timing["waiting"] += ch.serve_checkpoint(n, other=lambda msg: apply([msg]))
+        if self.chunk or self.rows:
+            self.flush()
+        self.timing["waiting"] += self.ch.serve_checkpoint(n, other=lambda msg: self.apply([msg]))
 
-    def take_orders() -> None:
-        nonlocal last_orders
+    def wait_for_learner(self, reply: bool, count: bool = True) -> None:
+        """Block until the learner sends something (weights, go, or stop), and carry it out with the orders
+        behind it; ``reply``: a lockstep wait for the weights after this actor's data; ``count``: count
+        the wait in :attr:`waits`."""
         t0 = time.perf_counter()
-        orders = ch.orders()
-        last_orders = time.perf_counter()
-        timing["receiving"] += last_orders - t0
-        if chunk and any(isinstance(m, NewWeights) for m in orders):
-            flush()  # one weights version per message
-        apply(orders)
-
-    def wait_for_learner(reply: bool, count: bool = True) -> None:
-        """Block until the learner sends something (weights, go, or stop); ``reply``:
-        a lockstep wait for the weights after this actor's data."""
-        nonlocal awaiting
-        t0 = time.perf_counter()
-        st["waits"] += int(count)
-        awaiting = reply
-        msg = ch.wait()  # answers a checkpoint request at once (the state says what it waits for)
+        self.waits += int(count)
+        self.awaiting = reply
+        msg = self.ch.wait()  # answers a checkpoint request at once (the state says what it waits for)
         if not isinstance(msg, Stop):
-            awaiting = False
-            apply([msg] + ch.orders())
-        timing["waiting"] += time.perf_counter() - t0
+            self.awaiting = False
+            self.apply([msg] + self.ch.orders())
+        self.timing["waiting"] += time.perf_counter() - t0
 
-    try:
-        if awaiting:  # resumed while waiting for the learner's reply (the learner sends it)
-            wait_for_learner(True, count=False)
-        while ((budget is None or st["env_steps"] < budget)
-               and (deadline is None or time.perf_counter() < deadline) and not ch.stopped):
-            if time.perf_counter() - last_orders >= ORDERS_S:
-                take_orders()
-            while st["paused"] and not ch.stopped:  # the learner is behind: let it catch up
-                if chunk or rows:
-                    flush()
-                wait_for_learner(False)
-            if ch.stopped:
-                break
-            t0 = time.perf_counter()
-            actions = agent.act(boards, masks, current_epsilon())
-            out = env.step(actions)
-            n = len(actions)
-            ended = out.terminated | out.truncated
-            chunk.append(nstep.push(boards, actions, transform_rewards(config, out.rewards), out.next_boards,
-                                    out.terminated, next_board_masks(out, ended), ended))
-            boards, masks = out.boards, out.action_masks
-            st["env_steps"] += n
-            done = np.flatnonzero(ended)
-            if len(done):
-                now, eps = time.perf_counter() - clock0, current_epsilon()
-                for i in done:
-                    rows.append({"worker": worker, "episode": st["episodes"], "env_steps": st["env_steps"],
-                                 "wall_time_s": now, "score": int(out.episode_scores[i]),
-                                 "max_tile": int(out.episode_max_tiles[i]), "moves": int(out.episode_moves[i]),
-                                 "epsilon": eps, "loss": math.nan})
-                    st["episodes"] += 1
-                finished_in_chunk += len(done)
-            timing["acting"] += time.perf_counter() - t0
-            check_fault(fault, worker, env_steps=st["env_steps"])
-            if lockstep:
-                flush()
-                wait_for_learner(True)
-            elif time.perf_counter() - last_flush >= FLUSH_S or len(chunk) * n >= max_chunk:
-                flush()
-    except BaseException:
-        try:
-            flush()  # keep the games finished since the last message
-        except Exception:  # noqa: BLE001, S110 - the queue is gone too: the original error matters more
-            pass
-        raise
-    flush(done=True, state=state() if checkpointing else None)
+    # ------------------------------------------------------------------ checkpoints
+    def state(self) -> dict[str, Any]:
+        """This actor's checkpoint state (called between steps, with nothing left to send): its games,
+        exploration stream, pending n-step returns, counters (``st``), timing, whether it waits for a
+        lockstep reply, and in ``lockstep`` its weights (None otherwise)."""
+        return {"worker": self.settings.worker, "env": self.env.state_dict(), "nstep": self.nstep.state_dict(),
+                "rng": self.agent.rng.bit_generator.state,
+                "weights": self.agent.get_weights() if self.settings.lockstep else None,
+                "boards": self.boards.copy(), "masks": self.masks.copy(),
+                "st": {"version": self.version, "paused": self.paused, "env_steps": self.env_steps,
+                       "episodes": self.episodes, "loads": self.loads, "waits": self.waits},
+                "timing": dict(self.timing), "awaiting": self.awaiting}
+
+    def _resume(self, state: dict[str, Any], weights: dict[str, np.ndarray], paused: bool) -> None:
+        """Continue from :meth:`state` output, with the learner's ``weights`` where it holds none."""
+        if state["worker"] != self.settings.worker:
+            raise ValueError(f"actor state is actor {state['worker']}'s, not actor {self.settings.worker}'s")
+        self.env.load_state_dict(state["env"])
+        self.agent.rng.bit_generator.state = state["rng"]
+        self.agent.set_weights(weights if state["weights"] is None else state["weights"], target=self.own_target)
+        if "nstep" in state:  # (an actor state from before n-step returns has none: nothing pending)
+            self.nstep.load_state_dict(state["nstep"])
+        self.boards, self.masks = np.array(state["boards"], np.uint8), np.array(state["masks"], bool)
+        st = state["st"]
+        self.env_steps, self.episodes = int(st["env_steps"]), int(st["episodes"])
+        self.loads, self.waits = int(st["loads"]), int(st["waits"])
+        if state["weights"] is not None:
+            self.version = int(st["version"])
+        self.timing.update({key: float(v) for key, v in state["timing"].items()})
+        self.awaiting = bool(state["awaiting"])
+        self.paused = paused  # the learner's throttle is what counts (an order in flight at the end was lost)

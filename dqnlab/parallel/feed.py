@@ -1,7 +1,7 @@
 """The learner's end of K actors: receive their data, store it, keep their counters.
 
 :class:`ActorFeed` is the :class:`~dqnlab.parallel.tasks.Coordinator` of a learner fed by
-actors (:func:`~dqnlab.parallel.actor.actor_task`): it puts every
+actors (:class:`~dqnlab.parallel.actor.Actor`): it puts every
 :class:`~dqnlab.parallel.messages.ActorData` into the replay buffer, keeps the games,
 each actor's counters and the parameter lag of every transition, holds back its answers
 while a checkpoint is gathered, and saves all of that in a checkpoint. What the learner

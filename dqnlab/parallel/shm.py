@@ -7,7 +7,9 @@
 * :class:`SharedPrioritizedReplay` -- the same sampled in proportion to priorities (a
   :class:`~dqnlab.replay.PrioritizedReplayBuffer`), on one sum tree in the block whose writes hold a
   lock (:class:`LockedSumTree`) and whose reads take none; :func:`shared_replay` picks one of the two;
-* :class:`FileLock` -- an inter-process lock that a crashed holder cannot leave locked.
+* :class:`FileLock` -- an inter-process lock that a crashed holder cannot leave locked;
+* :class:`SharedBlock` -- a run's block and its locks as a context manager, created by the parent and
+  attached by the workers, removed on every way out; the model's flat layout in it.
 
 The block's arrays are named as ``dqnlab.schemes.shared.shared_layout`` lays them out.
 """
@@ -18,6 +20,7 @@ import contextlib
 import gc
 import os
 import sys
+import tempfile
 from multiprocessing import resource_tracker, shared_memory
 from typing import Any, ClassVar, Self
 
@@ -30,7 +33,7 @@ from ..replay import FIELDS, Minibatch, PrioritizedReplayBuffer, ReplayBuffer, S
 from .tasks import split_budget
 
 __all__ = ["Spec", "SharedArrays", "bind_agent", "SharedReplay", "SharedPrioritizedReplay", "LockedSumTree",
-           "shared_replay", "FileLock"]
+           "shared_replay", "FileLock", "SharedBlock", "BlockHandle"]
 
 #: Array name -> (shape, dtype name).
 Spec = dict[str, tuple[tuple[int, ...], str]]
@@ -538,3 +541,135 @@ class FileLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+#: ``(arrays' handle, update lock's path, tree lock's path)``: what a worker needs to
+#: :meth:`SharedBlock.attach` (picklable; a path is None where the run has no such lock).
+BlockHandle = tuple[tuple[str, Spec], str | None, str | None]
+
+
+class SharedBlock:
+    """What the workers of a ``shared`` run share, as a context manager: the arrays of
+    ``dqnlab.schemes.shared.shared_layout`` in one block (:class:`SharedArrays`: model, target,
+    Adam, replay, counters), the update lock and the priority tree's lock (:class:`FileLock`, each
+    on a file of its own).
+
+    The parent :meth:`create` s it (the block, the lock files, and its reader's view of the replay
+    buffer, :attr:`replay`); a worker :meth:`attach` es it by its :attr:`handle`. On exit, on an
+    error's too, each side drops its views, closes its mapping and lock descriptors, and the creator
+    removes the block and the lock files. (Views handed out, a learner's, must be gone by then, or the
+    mapping stays until the process ends.)
+
+    Parameters
+    ----------
+    arrays : SharedArrays
+        The block.
+    lock, tree_lock : FileLock or None
+        The update lock (None: Hogwild) and the priority tree's (None: uniform replay).
+    shapes : list of (str, tuple of int), optional
+        The model's parameter names and shapes in the order of the flat ``theta`` (the parent's, for
+        :meth:`model`; a worker's has none).
+
+    Attributes
+    ----------
+    replay : SharedReplay or None
+        The parent's reader view of the replay buffer (for its statistics); a worker's: None.
+    """
+
+    def __init__(self, arrays: SharedArrays, lock: FileLock | None = None, tree_lock: FileLock | None = None,
+                 shapes: list[tuple[str, tuple[int, ...]]] | None = None):
+        self.arrays, self.lock, self.tree_lock, self.shapes = arrays, lock, tree_lock, shapes or []
+        self.replay: SharedReplay | None = None
+
+    @classmethod
+    def create(cls, spec: Spec, model: dict[str, Any], config: Any, workers: int, *, lock: bool,
+               private: bool = False) -> SharedBlock:
+        """A new zeroed block of ``spec`` for ``workers`` training ``model`` (a state dict: its parameter names and
+        shapes), with the lock files the run needs: ``lock``, the update lock; ``config.prioritized`` (a
+        :class:`~dqnlab.TrainConfig`), the tree's. ``private``: in this process's memory, for workers that are
+        threads (:meth:`SharedArrays.create`)."""
+        block = cls(SharedArrays.create(spec, private=private),
+                    shapes=[(name, tuple(value.shape)) for name, value in model.items()])
+        try:
+            if lock:
+                block.lock = FileLock(_lock_file(".lock"))
+            if config.prioritized:  # the priority tree's writes: a lock of their own, under Hogwild too
+                block.tree_lock = FileLock(_lock_file(".tree.lock"))
+            # (before the workers: it may set max_priority)
+            block.replay = shared_replay(block.arrays, None, workers, config)
+        except BaseException:
+            block.close()
+            raise
+        return block
+
+    @classmethod
+    def attach(cls, handle: BlockHandle) -> SharedBlock:
+        """A worker's view of the parent's block, by its :attr:`handle`."""
+        arrays, lock_path, tree_lock_path = handle
+        return cls(SharedArrays.attach(arrays), *(None if path is None else FileLock(path)
+                                                  for path in (lock_path, tree_lock_path)))
+
+    @property
+    def handle(self) -> BlockHandle:
+        """What a worker needs to :meth:`attach` (picklable)."""
+        return (self.arrays.handle, *(None if held is None else held.path for held in (self.lock, self.tree_lock)))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop this side's views, mapping and lock descriptors; the creator's also removes the block and the lock
+        files."""
+        self.replay = None  # (its views into the block go before the block)
+        locks = [held for held in (self.lock, self.tree_lock) if held is not None]
+        for held in locks:
+            held.close()
+        self.arrays.close()
+        if self.arrays.owner:
+            self.arrays.unlink()
+            for held in locks:
+                os.unlink(held.path)
+
+    # ------------------------------------------------------------------ the parent's side
+    def set_model(self, weights: dict[str, np.ndarray]) -> None:
+        """Set the shared online model (and the target, where there is one) to ``weights`` (``{name: array}``)."""
+        self.arrays["theta"][:] = np.concatenate([weights[name].ravel() for name, _ in self.shapes])
+        if len(self.arrays["target"]):
+            self.arrays["target"][:] = self.arrays["theta"]
+
+    def model(self) -> dict[str, np.ndarray]:
+        """A copy of the shared online model: ``{name: float32 array of its shape}``."""
+        flat, out, off = self.arrays["theta"], {}, 0
+        for name, shape in self.shapes:
+            n = int(np.prod(shape))
+            out[name] = flat[off:off + n].reshape(shape).copy()
+            off += n
+        return out
+
+    def load(self, saved: dict[str, np.ndarray]) -> None:
+        """Fill the block with a checkpoint's copy of it (:meth:`SharedArrays.load`).
+
+        Raises
+        ------
+        ValueError
+            If ``saved`` is of another layout.
+        """
+        # (a checkpoint from before n-step returns has no steps: one-step transitions)
+        self.arrays.load({"steps": np.ones(len(self.arrays["steps"]), np.uint8), **saved})
+
+    def replay_statistics(self, counters: list[dict[str, Any] | None]) -> dict[str, Any]:
+        """The buffer's :meth:`~SharedReplay.statistics` now: the block's figures, with the workers' ``counters``
+        (:meth:`SharedReplay.counters`; None: none yet) summed."""
+        view = self.replay
+        view.load_counters(view.sum_counters(counters))
+        return view.statistics()
+
+
+def _lock_file(suffix: str) -> str:
+    """A new empty file for a :class:`FileLock` of a :class:`SharedBlock` (which removes it)."""
+    fd, path = tempfile.mkstemp(prefix="dqnlab-shared-", suffix=suffix)
+    os.close(fd)
+    return path

@@ -84,12 +84,12 @@ import torch
 from ..agent.dqn import DQNAgent, priority_beta_at
 from ..config import TrainConfig
 from ..options import SchemeOptions, option
-from ..parallel.actor import actor_task
+from ..parallel.actor import ActorSettings, actor_task
 from ..parallel.dask import active_dask_client
 from ..parallel.feed import ActorFeed, lag_summary
 from ..parallel.messages import ActorData, NewWeights, Throttle
 from ..parallel.tasks import TaskGroup, drive_tasks, split_budget
-from ..parallel.threads import torch_threads
+from ..parallel.threads import torch_threads, torch_threads_set
 from ..replay import make_buffer
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
@@ -224,70 +224,79 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     is exact as well (with one actor: the same games and weights as a run that did
     not stop); otherwise it depends on timing, as every ``actors`` run does.
     """
-    ratio = float(config.replay_ratio)
-    if options.min_replay_ratio is None:
-        min_ratio = ratio / 2.0
-    elif options.min_replay_ratio > ratio:
-        raise ValueError(f"min_replay_ratio must be a number in [0, replay_ratio] = [0, {ratio:g}], "
-                         f"got {options.min_replay_ratio!r}")
-    else:
-        min_ratio = float(options.min_replay_ratio)
+    min_ratio = _min_replay_ratio(options.min_replay_ratio, float(config.replay_ratio))
     epsilons = _actor_epsilons(options.actor_epsilon, workers)
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
-
     remote = active_dask_client() is not None
     reported = {"weights_every": options.weights_every, "min_replay_ratio": min_ratio,
                 "actor_epsilon": options.actor_epsilon if isinstance(options.actor_epsilon, str) else list(epsilons),
                 "lockstep": options.lockstep}
-    threads = options.learner_threads or (
-        None if remote else min(torch_threads(1), max(1, joblib.cpu_count() - workers)))
     learner = _CentralLearner(config, workers, options.weights_every, min_ratio, options.lockstep)
     resumed = _checkpoint.state if _checkpoint is not None else None
     if resumed is not None:
         if len(resumed["actors"]) != workers:
             raise ValueError(f"checkpoint of {len(resumed['actors'])} actors, not {workers}")
         learner.load_state_dict(resumed["learner"], resumed["actors"])
-    budgets = split_budget(config.total_env_steps, workers)
 
     def result(status: str | None = None) -> RunResult:
         return learner.result(loop, reported, status, remote)
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     learner.t0 = loop.t0
-    init = learner.agent.get_weights()
-    # A throttled actor sends at most its share of the slack at once, so that one message
-    # cannot carry the learner far past the floor.
-    chunk = MAX_CHUNK if min_ratio <= 0 else int(SLACK_UPDATES * config.batch_size / min_ratio / (2 * workers))
-    chunk = max(config.n_envs, min(MAX_CHUNK, chunk))
-    tasks = [dict(config=config, worker=k, workers=workers, budget=budgets[k], clock=RunClock.of(loop), weights=init,
-                  version=learner.agent.updates,
-                  epsilon=epsilons[k], lockstep=options.lockstep, max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
-                  checkpointing=_checkpoint is not None, paused=learner.paused,
+    budgets, checkpointing = split_budget(config.total_env_steps, workers), _checkpoint is not None
+    init, chunk = learner.agent.get_weights(), _max_chunk(config, min_ratio, workers)
+    tasks = [dict(settings=ActorSettings(config=config, worker=k, workers=workers, budget=budgets[k],
+                                         clock=RunClock.of(loop), epsilon=epsilons[k], lockstep=options.lockstep,
+                                         max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
+                                         checkpointing=checkpointing),
+                  weights=init, version=learner.agent.updates, paused=learner.paused,
                   resume=None if resumed is None else resumed["actors"][k])
              for k in range(workers)]
+    threads = options.learner_threads or (
+        None if remote else min(torch_threads(1), max(1, joblib.cpu_count() - workers)))
 
     def act_and_learn() -> None:
-        before = torch.get_num_threads()
-        try:
-            if threads is not None:
-                torch.set_num_threads(threads)
+        with torch_threads_set(threads):
             learner.threads = torch.get_num_threads()
             with TaskGroup(actor_task, tasks) as group:
                 learner.group = group
                 if resumed is not None:  # lockstep actors that were waiting for the learner's reply get it
                     learner.answer(sorted(k for k, a in enumerate(resumed["actors"]) if a["awaiting"]))
-                drive_tasks(group, loop, learner, checkpoints=_checkpoint is not None)  # learns between messages
+                drive_tasks(group, loop, learner, checkpoints=checkpointing)  # learns between messages
             # The actors spent the step budget (not stopped by a callback or Ctrl-C, not out of time): honour the floor.
             if loop.status in ("running", "completed") and (loop.deadline is None
                                                              or time.perf_counter() < loop.deadline):
                 learner.catch_up(loop.deadline)
-        finally:
-            torch.set_num_threads(before)
 
     # The final checkpoint: every actor sent its final state, and the learner is not half-way through an update.
     return run_to_end("actors", loop, act_and_learn, result,
                       final_state=lambda: None if loop.abrupt else learner.final_checkpoint())
+
+
+def _min_replay_ratio(min_replay_ratio: float | None, ratio: float) -> float:
+    """The throttle's floor: ``min_replay_ratio``, or half of ``ratio`` (the ceiling) for None.
+
+    Raises
+    ------
+    ValueError
+        If ``min_replay_ratio`` exceeds ``ratio``.
+    """
+    if min_replay_ratio is None:
+        return ratio / 2.0
+    if min_replay_ratio > ratio:
+        raise ValueError(f"min_replay_ratio must be a number in [0, replay_ratio] = [0, {ratio:g}], "
+                         f"got {min_replay_ratio!r}")
+    return float(min_replay_ratio)
+
+
+def _max_chunk(config: TrainConfig, min_ratio: float, workers: int) -> int:
+    """Transitions an actor sends at once: :data:`MAX_CHUNK`, or fewer when throttled (at least one step of
+    its boards)."""
+    # A throttled actor sends at most its share of the slack at once, so that one message
+    # cannot carry the learner far past the floor.
+    chunk = MAX_CHUNK if min_ratio <= 0 else int(SLACK_UPDATES * config.batch_size / min_ratio / (2 * workers))
+    return max(config.n_envs, min(MAX_CHUNK, chunk))
 
 
 def _actor_epsilons(actor_epsilon: Any, workers: int) -> list[float | None]:

@@ -46,25 +46,22 @@ or, with ``threads=True``, on its ``threading`` backend: the K workers are threa
 over the same block, which pays where the work releases the GIL -- the compiled core that
 trains the n-tuple presets (:mod:`dqnlab.core`) does, as the C++ n-tuple learners' threads share
 one table (Jaskowski 2018). The lock is a ``flock`` on a file, which excludes threads too (each
-worker opens its own descriptor). The block and the lock files are removed on every path out.
+worker opens its own descriptor). The block and the lock files are removed on every path out
+(:class:`~dqnlab.parallel.shm.SharedBlock`, a context manager).
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at
 from ..config import TrainConfig
 from ..options import SchemeOptions, option
-from ..parallel.shm import FileLock, SharedArrays, SharedReplay, Spec, bind_agent, shared_replay
+from ..parallel.shm import BlockHandle, SharedBlock, Spec, bind_agent, shared_replay
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
 from ..parallel.workers import LearnerCoordinator, LearnerWorker
@@ -156,69 +153,24 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.prioritized and sys.platform == "win32":
         raise ValueError("shared with prioritized replay needs a POSIX system (fcntl: the priority tree's lock)")
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
-    shapes = [(name, v.shape) for name, v in init.online.state_dict().items()]
-    n_params = sum(int(np.prod(s)) for _, s in shapes)
-    budgets = split_budget(config.total_env_steps, workers)
-    # (threads: the block in this process's memory, on huge pages where the OS offers them)
-    arrays = SharedArrays.create(shared_layout(config, workers, n_params, len(shapes)), private=options.threads)
-    parent = _SharedCoordinator(workers, config.batch_size, arrays)
-    final: dict[str, Any] = {}  # what the block held when it was released
-    lock_path = tree_lock_path = None
-    replay: list[SharedReplay] = []  # the parent's reader view of the buffer, while the block is there
     resumed = _checkpoint.state if _checkpoint is not None else None
-
-    def weights() -> dict[str, np.ndarray]:
-        if "weights" in final:
-            return final["weights"]
-        flat, out, off = arrays["theta"], {}, 0
-        for name, shape in shapes:
-            n = int(np.prod(shape))
-            out[name] = flat[off:off + n].reshape(shape).copy()
-            off += n
-        return out
-
-    def result(status: str | None = None) -> RunResult:
-        progress = parent.progress()
-        counter = final.get("counter", int(arrays["updates_total"][0]) if arrays.arrays else progress.updates)
-        syncs = final.get("target_syncs", int(arrays["target_syncs"][0]) if arrays.arrays else 0)
-        per_worker = [{**w, "lock_wait_s": latest["lock_wait_s"], "replay": latest["replay"]}
-                      for w, latest in zip(parent.per_worker(), parent.latest)]
-        return build_result("shared", config, workers, loop, progress, weights(), status, options.to_dict(),
-                            {"per_worker": per_worker, "lock": options.lock,
-                             "lock_wait_s": sum(w["lock_wait_s"] for w in parent.latest),
-                             "updates_counter": counter, "lost_increments": progress.updates - counter,
-                             "target_syncs": syncs, "optimizer_state": "shared",
-                             "replay": final["replay"] if "replay" in final else replay_statistics(),
-                             "torch_threads_per_worker": torch_threads(workers)})
-
-    def replay_statistics() -> dict[str, Any] | None:
-        """The buffer's statistics now: the block's figures, the workers' counters summed (None: no view)."""
-        if not replay:
-            return None
-        view = replay[0]
-        view.load_counters(view.sum_counters([w["replay"] for w in parent.latest]))
-        return view.statistics()
-
-    try:
+    model = init.online.state_dict()
+    layout = shared_layout(config, workers, sum(v.numel() for v in model.values()), len(model))
+    # (threads: the block in this process's memory, on huge pages where the OS offers them)
+    with SharedBlock.create(layout, model, config, workers, lock=options.lock, private=options.threads) as block:
+        parent = _SharedCoordinator(config, options, workers, block)
         if resumed is None:  # the model every worker trains starts as learner 0's would
-            w0 = init.get_weights()
-            arrays["theta"][:] = np.concatenate([w0[name].ravel() for name, _ in shapes])
-            if len(arrays["target"]):
-                arrays["target"][:] = arrays["theta"]
-        else:
-            # (a checkpoint from before n-step returns has no steps: one-step transitions)
-            arrays.load({"steps": np.ones(config.buffer_size, np.uint8), **resumed["arrays"]})
+            block.set_model(init.get_weights())
+        else:  # the block as it was, and the parent's view of each worker
+            block.load(resumed["arrays"])
             parent.restore(resumed)
-        if options.lock:
-            fd, lock_path = tempfile.mkstemp(prefix="dqnlab-shared-", suffix=".lock")
-            os.close(fd)
-        if config.prioritized:  # the priority tree's writes: a lock of their own, under Hogwild too
-            fd, tree_lock_path = tempfile.mkstemp(prefix="dqnlab-shared-", suffix=".tree.lock")
-            os.close(fd)
-        replay.append(shared_replay(arrays, None, workers, config))  # (before the workers: it may set max_priority)
+
+        def result(status: str | None = None) -> RunResult:
+            return parent.result(loop, status)
+
         loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
-        tasks = [dict(handle=arrays.handle, lock_path=lock_path, tree_lock_path=tree_lock_path, config=config,
-                      worker=k, workers=workers,
+        budgets = split_budget(config.total_env_steps, workers)
+        tasks = [dict(block=block.handle, config=config, worker=k, workers=workers,
                       budget=budgets[k], clock=RunClock.of(loop), report_every_s=loop.report_every_s / 2,
                       fault=_fault, checkpointing=_checkpoint is not None,
                       resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
@@ -228,19 +180,9 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                 drive_tasks(group, loop, parent, checkpoints=_checkpoint is not None)
 
         return run_to_end("shared", loop, workers_act_and_learn, result, final_state=parent.final_checkpoint)
-    finally:
-        final.update(weights=weights(), counter=int(arrays["updates_total"][0]),
-                     target_syncs=int(arrays["target_syncs"][0]))
-        if replay:
-            final["replay"] = replay_statistics()
-            replay.clear()  # (its views into the block go before the block)
-        arrays.close()
-        arrays.unlink()
-        for path in (lock_path, tree_lock_path):
-            if path is not None:
-                os.unlink(path)
 
 
+# ----------------------------------------------------------------------------- the block's layout
 def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: int) -> Spec:
     """The arrays of a ``shared`` run: model, optimiser, counters and replay.
 
@@ -273,18 +215,17 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
 
 # ----------------------------------------------------------------------------- a worker
 class _SharedLearner(Learner):
-    """A :class:`Learner` whose buffer and model live in shared memory.
+    """A :class:`Learner` whose buffer and model live in the run's
+    :class:`~dqnlab.parallel.shm.SharedBlock`, under its update lock (None: Hogwild) and, with
+    prioritized replay, its tree lock."""
 
-    ``lock``: the update lock (None: Hogwild); ``tree_lock``: the priority tree's (prioritized replay).
-    """
-
-    def __init__(self, config: TrainConfig, worker: int, workers: int, arrays: SharedArrays, lock: FileLock | None,
-                 tree_lock: FileLock | None = None):
+    def __init__(self, config: TrainConfig, worker: int, workers: int, block: SharedBlock):
         super().__init__(config, worker=worker)
+        arrays = block.arrays
         self.buffer = shared_replay(arrays, worker, workers, config, seed=worker_seeds(config.seed, worker)[1],
-                                    tree_lock=tree_lock)
+                                    tree_lock=block.tree_lock)
         bind_agent(self.agent, arrays)
-        self.arrays, self.lock = arrays, lock
+        self.arrays, self.lock = arrays, block.lock
         self.lock_wait = 0.0
         if self.native is not None:  # the compiled loop on the block: all workers' steps, updates and syncs
             self.native = NativeLoop(self, steps_of_all=arrays["env_steps"],
@@ -384,11 +325,11 @@ class _SharedLearner(Learner):
 
 
 class _SharedCoordinator(LearnerCoordinator):
-    """What the parent knows of the workers; a checkpoint also copies the whole block."""
+    """What the parent knows of the workers, and the run's result; a checkpoint also copies the whole block."""
 
-    def __init__(self, workers: int, batch_size: int, arrays: SharedArrays):
-        super().__init__(workers, batch_size, {"lock_wait_s": 0.0, "replay": None})
-        self.arrays = arrays
+    def __init__(self, config: TrainConfig, options: Options, workers: int, block: SharedBlock):
+        super().__init__(workers, config.batch_size, {"lock_wait_s": 0.0, "replay": None})
+        self.config, self.options, self.block = config, options, block
 
     def absorb_extra(self, k: int, state: dict[str, Any]) -> dict[str, Any]:
         buffer = state["learner"]["buffer"]
@@ -396,7 +337,22 @@ class _SharedCoordinator(LearnerCoordinator):
                 "replay": {name: value for name, value in buffer.items() if name != "rng"}}
 
     def own_state(self) -> dict[str, Any]:
-        return {"arrays": self.arrays.copy()}  # every worker waits: the block is still
+        return {"arrays": self.block.arrays.copy()}  # every worker waits: the block is still
+
+    def result(self, loop: RunLoop, status: str | None = None) -> RunResult:
+        """The run's result so far (see :func:`run`), from the workers' reports and the block."""
+        progress, arrays = self.progress(), self.block.arrays
+        counter = int(arrays["updates_total"][0])
+        per_worker = [{**w, "lock_wait_s": latest["lock_wait_s"], "replay": latest["replay"]}
+                      for w, latest in zip(self.per_worker(), self.latest)]
+        return build_result("shared", self.config, self.workers, loop, progress, self.block.model(), status,
+                            self.options.to_dict(),
+                            {"per_worker": per_worker, "lock": self.options.lock,
+                             "lock_wait_s": sum(w["lock_wait_s"] for w in self.latest),
+                             "updates_counter": counter, "lost_increments": progress.updates - counter,
+                             "target_syncs": int(arrays["target_syncs"][0]), "optimizer_state": "shared",
+                             "replay": self.block.replay_statistics([w["replay"] for w in self.latest]),
+                             "torch_threads_per_worker": torch_threads(self.workers)})
 
 
 class _SharedWorker(LearnerWorker):
@@ -406,20 +362,13 @@ class _SharedWorker(LearnerWorker):
         return {"lock_wait_s": self.learner.lock_wait, "replay": self.learner.buffer.counters()}
 
 
-def _shared_task(ch: Channel, *, handle: tuple, lock_path: str | None, tree_lock_path: str | None,
-                 config: TrainConfig, worker: int, workers: int, **kw: Any) -> None:
+def _shared_task(ch: Channel, *, block: BlockHandle, config: TrainConfig, worker: int, workers: int,
+                 **kw: Any) -> None:
     """One worker of the shared scheme: act on its boards, learn on the shared model.
 
-    ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports, fault,
-    checkpointing, resume).
+    ``block``: the run's :attr:`SharedBlock.handle`; ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s
+    (budget, clock, reports, fault, checkpointing, resume).
     """
-    arrays = SharedArrays.attach(handle)
-    lock = FileLock(lock_path) if lock_path is not None else None
-    tree_lock = FileLock(tree_lock_path) if tree_lock_path is not None else None
-    try:
-        _SharedWorker(ch, _SharedLearner(config, worker, workers, arrays, lock, tree_lock), **kw).run()
-    finally:  # (the learner and its views into the block are gone with the task object)
-        for held in (lock, tree_lock):
-            if held is not None:
-                held.close()
-        arrays.close()
+    # (the learner and its views into the block are gone with the task object, before the block closes)
+    with SharedBlock.attach(block) as shared:
+        _SharedWorker(ch, _SharedLearner(config, worker, workers, shared), **kw).run()

@@ -1,4 +1,4 @@
-"""Shared memory: the shared replay buffer across processes; the block is removed after a run."""
+"""Shared memory: the shared replay buffer across processes; the block is removed after a run and on an error."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dqnlab
-from dqnlab.parallel.shm import SharedArrays, SharedReplay
+from dqnlab.parallel.shm import SharedArrays, SharedBlock, SharedReplay
 from dqnlab.schemes.shared import shared_layout
 
 
@@ -64,3 +64,30 @@ def test_shared_memory_is_removed_after_a_run(cfg, monkeypatch):
 
     with pytest.raises(FileNotFoundError):
         shared_memory.SharedMemory(name=created[0])
+
+
+def test_a_shared_block_is_attached_by_its_handle_and_removed_on_an_error(cfg):
+    config = cfg.replace(buffer_size=64, prioritized=True)
+    model = {"w": np.zeros((2, 3), np.float32), "b": np.zeros(3, np.float32)}
+    weights = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.full(3, 7.0, np.float32)}
+    layout = shared_layout(config, 2, n_params=9, n_tensors=2)
+    from multiprocessing import shared_memory
+
+    with pytest.raises(RuntimeError, match="on the way"), SharedBlock.create(layout, model, config, 2,
+                                                                             lock=True) as block:
+        name, lock_paths = block.arrays.shm.name, block.handle[1:]
+        assert all(path is not None and os.path.exists(path) for path in lock_paths)  # update and tree locks
+        block.set_model(weights)
+        with SharedBlock.attach(block.handle) as worker:  # a worker's view: the same memory
+            assert worker.lock.path == lock_paths[0] and worker.tree_lock.path == lock_paths[1]
+            np.testing.assert_array_equal(worker.arrays["theta"], np.r_[weights["w"].ravel(), weights["b"]])
+            worker.arrays["theta"][-1] = -1.0
+        assert os.path.exists(lock_paths[0])  # a worker's exit removes nothing
+        got = block.model()
+        np.testing.assert_array_equal(got["w"], weights["w"])
+        np.testing.assert_array_equal(got["b"], [7.0, 7.0, -1.0])
+        assert block.replay_statistics([None, None])["size"] == 0
+        raise RuntimeError("an error on the way")
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=name)
+    assert not any(os.path.exists(path) for path in lock_paths)

@@ -262,7 +262,7 @@ def test_two_workers_train_with_prioritized_n_step_replay(cfg, tmp_path, monkeyp
         made.append(path)
         return fd, path
 
-    monkeypatch.setattr("dqnlab.schemes.shared.tempfile.mkstemp", spy)
+    monkeypatch.setattr("dqnlab.parallel.shm.tempfile.mkstemp", spy)
     config = cfg.replace(total_env_steps=2_000, prioritized=True, n_step=3)
     run = dqnlab.train("shared", config, workers=2, progress=False, lock=lock, run_dir=tmp_path)
     assert run.status == "completed" and run.updates > 0
