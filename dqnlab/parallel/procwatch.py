@@ -59,7 +59,7 @@ class DeathWatch:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._wake = os.pipe() if self.supported else None
+        self._wake: tuple[int, int] | None = None  # a pipe that wakes the thread (made with it, at the first add)
 
     def add(self, worker: int, pid: int) -> None:
         """Watch ``pid`` (worker ``worker``); ignored for this process itself or where unsupported."""
@@ -72,6 +72,7 @@ class DeathWatch:
         with self._lock:
             self._fds[fd] = (worker, pid)
         if self._thread is None:
+            self._wake = os.pipe()
             self._thread = threading.Thread(target=self._run, name="dqnlab-deathwatch", daemon=True)
             self._thread.start()
         else:
@@ -104,9 +105,9 @@ class DeathWatch:
 
     def close(self) -> None:
         """Stop watching and release the file descriptors."""
-        if not self.supported or self._wake is None:
-            return
         self._closed = True
+        if self._wake is None:
+            return
         try:
             os.write(self._wake[1], b"x")
         except OSError:

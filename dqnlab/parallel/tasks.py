@@ -1,10 +1,11 @@
 """Long-lived worker tasks: the worker's :class:`Channel`, the parent's :class:`TaskGroup` and event loop.
 
 ``independent``, ``shared`` and ``actors`` run one joblib task per worker for a whole
-run. The parent talks to them through queues (a ``multiprocessing.Manager``'s, or a
-Dask cluster's: see :mod:`dqnlab.parallel.dask`) with the typed messages of
-:mod:`dqnlab.parallel.messages`; :func:`drive_tasks` is the parent's event loop, which
-hands the scheme's messages to its :class:`Coordinator`.
+run (and ``sharded`` and ``averaged`` their worker ranks). The parent talks to them through
+queues (a ``multiprocessing.Manager``'s, or a Dask cluster's: see :mod:`dqnlab.parallel.dask`)
+with the typed messages of :mod:`dqnlab.parallel.messages`; :func:`drive_tasks` is the parent's
+event loop, which hands the scheme's messages to its :class:`Coordinator`. Whether a worker
+is alive, and the naming of a lost one, is :mod:`dqnlab.parallel.supervision`'s.
 
 Checkpoints are one consistent cut of the run: the parent sends every running worker
 :class:`~dqnlab.parallel.messages.Checkpoint`; each answers with its state
@@ -36,7 +37,6 @@ from .faults import describe
 from .messages import (
     HEARTBEAT_S,
     ORDERS,
-    SILENCE_S,
     Checkpoint,
     Checkpointed,
     Failed,
@@ -46,7 +46,7 @@ from .messages import (
     Stop,
     UnexpectedMessage,
 )
-from .procwatch import DeathWatch, exit_from_pool_error
+from .supervision import Supervisor
 from .threads import parent_handles_sigint, pin_torch_threads
 
 __all__ = ["Channel", "TaskGroup", "Coordinator", "drive_tasks", "split_budget"]
@@ -225,14 +225,16 @@ def _alive(pid: int) -> bool:
 
 
 # ----------------------------------------------------------------------------- the parent's end
-class TaskGroup:
-    """K long-lived joblib tasks (one per worker) and the queues to talk to them.
+class TaskGroup(Supervisor):
+    """K long-lived joblib tasks (one per worker), the queues to talk to them, and their supervision.
 
     The blocking ``joblib.Parallel`` call runs in a background thread of the parent,
     so the parent stays free to gather results, draw progress and answer sync
     requests. Workers' messages (:data:`~dqnlab.parallel.messages.REPORTS`) come on one
     ``inbox`` queue; each worker has its own ``outbox`` for orders
-    (:data:`~dqnlab.parallel.messages.ORDERS`).
+    (:data:`~dqnlab.parallel.messages.ORDERS`). What the messages say of the workers' lives
+    (hellos, heartbeats, ends) goes to the group's :class:`~dqnlab.parallel.supervision.Supervisor`
+    side, which names a lost worker (:meth:`lost_worker`).
 
     Parameters
     ----------
@@ -247,33 +249,24 @@ class TaskGroup:
     own_processes : bool
         Run even a single task in a worker process (joblib runs the one job of
         ``n_jobs=1`` in this process, which suits a learner but not a rank of a process group).
+    names_from : int
+        The name the errors give task 0 (:class:`~dqnlab.parallel.supervision.Supervisor`).
     """
 
     def __init__(self, fn: Callable[..., None], kwargs: list[dict[str, Any]], backend: str | None = None,
-                 own_processes: bool = False):
+                 own_processes: bool = False, names_from: int = 0):
+        super().__init__(len(kwargs), names_from)
         self.fn, self.kwargs, self.backend = fn, kwargs, backend
         self.n_jobs = max(2, len(kwargs)) if own_processes else len(kwargs)
-        self.workers = len(kwargs)
         self.spares: list[Any] = []  # order queues of held spare pool processes (see _spare_task)
         self.manager: SyncManager | None = None
         self.thread: threading.Thread | None = None
-        self.failure: BaseException | None = None
-        self.failure_tb = ""
-        self.pids: dict[int, int] = {}
-        #: Each started worker's host (from its Hello), and when anything from it last came (time.monotonic()).
-        self.hosts: dict[int, str] = {}
-        self.heard: dict[int, float] = {}
-        #: A worker was found lost (silent, or its task started again): :meth:`close` does not wait long for it.
-        self.lost = False
-        self.exited: set[int] = set()
         #: True while a checkpoint is being gathered (see :func:`drive_tasks`).
         self.checkpoint_pending = False
         #: True once the workers have been told to stop (:meth:`stop`).
         self.stopping = False
         #: Checkpoints asked for so far (the id of the last one).
         self.checkpoints = 0
-        #: Notices which worker process dies first (to name it if the pool breaks).
-        self.watch = DeathWatch()
 
     def __enter__(self) -> Self:
         from .dask import task_transport
@@ -328,52 +321,23 @@ class TaskGroup:
         return self.thread is not None and self.thread.is_alive()
 
     def get(self, timeout: float) -> Any:
-        """Next message from any worker, or None after ``timeout`` seconds. Every message marks its worker as
-        heard from (:meth:`silent`); heartbeats end there and are not returned."""
+        """Next message from any worker, or None after ``timeout`` seconds. Each message's news goes to
+        :meth:`take` first: heartbeats and hellos end there and are not returned.
+
+        Raises
+        ------
+        TaskFailed
+            For a task's second :class:`Hello` (a backend ran it again after its process died).
+        """
         deadline = time.monotonic() + timeout
         while True:
             try:
                 msg = self.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return None
-            worker = getattr(msg, "worker", None)
-            if worker in self.heard:
-                self.heard[worker] = time.monotonic()
-            if not isinstance(msg, Heartbeat):
+            msg = self.take(msg)
+            if msg is not None:
                 return msg
-
-    def hello(self, msg: Hello) -> tuple[int, str, str] | None:
-        """Take a task's :class:`Hello`: its pid and host (the pid watched when the task runs on this machine).
-
-        Returns the error ``(worker, message, details)`` when the task said hello before: a backend (Dask)
-        ran it again after its process died, and its fresh start is not the worker's progress.
-        """
-        k = msg.worker
-        if k in self.pids:
-            self.lost = True
-            return (k, f"its process ({self.where(k)}) ended and the backend started the task again "
-                       f"(pid {msg.pid} on {msg.host}), from scratch", "")
-        self.pids[k], self.hosts[k], self.heard[k] = msg.pid, msg.host, time.monotonic()
-        if msg.host == socket.gethostname():  # a process of this machine
-            self.watch.add(k, msg.pid)
-        return None
-
-    def where(self, worker: int) -> str:
-        """``"pid N on HOST"``: what is known of where ``worker`` runs."""
-        return f"pid {self.pids.get(worker, '?')} on {self.hosts.get(worker, '?')}"
-
-    def silent(self, limit_s: float = SILENCE_S) -> tuple[int, str, str] | None:
-        """The error ``(worker, message, details)`` for the running worker heard from longest ago, if that was
-        over ``limit_s`` seconds ago (its process stopped, or its host cannot be reached); else None. Call
-        it with the queue just drained (after :meth:`get` returned None), so that a parent busy elsewhere
-        does not take its own delay for the worker's silence."""
-        quiet = [(time.monotonic() - t, k) for k, t in self.heard.items() if k not in self.exited]
-        if not quiet or max(quiet)[0] <= limit_s:
-            return None
-        seconds, k = max(quiet)
-        self.lost = True
-        return (k, f"it has sent nothing for {seconds:.0f} s, not even a heartbeat: its process "
-                   f"({self.where(k)}) stopped, or its host cannot be reached", "")
 
     def send(self, worker: int, msg: Any) -> None:
         """Put order ``msg`` on ``worker``'s queue (nothing if the worker is gone with its queue)."""
@@ -420,7 +384,7 @@ class TaskGroup:
             except Exception:  # noqa: BLE001, S110 - the manager is gone already
                 pass
             self.manager = None
-        self.watch.close()
+        super().close()
 
 
 def _kill_loky_pool() -> None:
@@ -543,7 +507,12 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
     A worker is lost when its process dies, when its task starts a second time (a backend ran it again
     after its process died), or when it sends nothing, not even a heartbeat, for
     :data:`~dqnlab.parallel.messages.SILENCE_S` (its process stopped, or its host cannot be reached); the
-    run then ends naming it, its pid and host.
+    run then ends naming it, its pid and host (detected and named by the group's
+    :class:`~dqnlab.parallel.supervision.Supervisor` side: :meth:`TaskGroup.lost_worker`).
+
+    Each event has its method in :class:`_TaskLoop`: a message (``on_message``), a report due, a checkpoint
+    due or gathered, no message (``on_idle``: the coordinator's work, then a lost worker), the stop overdue,
+    Ctrl-C.
 
     Raises
     ------
@@ -551,134 +520,156 @@ def drive_tasks(group: TaskGroup, loop: RunLoop, coordinator: Coordinator, check
         If a worker raised (after the others have stopped and sent what they had), or
         a worker was lost.
     """
-    coordinator.group, coordinator.loop = group, loop
-    error: tuple[int | None, str, str] | None = None
-    stopping = False
-    last_report = time.perf_counter()
-    stop_deadline = math.inf
-    busy = False
-    barrier: dict[str, Any] | None = None  # the checkpoint being gathered
-    dead_since: float | None = None  # when a watched worker process was seen to end before saying goodbye
-    while len(group.exited) < group.workers:
-        try:
-            alive = group.alive  # before reading: a worker may post its last message, then end
-            msg = group.get(0.0 if busy else 0.1)
-            busy = coordinator.has_work and msg is not None  # drain waiting messages before working
-            if isinstance(msg, Hello):
-                rerun = group.hello(msg)
-                if rerun is not None:
-                    error = error or rerun
-                    break  # as when a pool's call ends with a process gone: the others may wait for it
-            elif isinstance(msg, StateReply):
-                if barrier is not None and msg.id == barrier["id"]:
-                    barrier["states"][msg.worker] = msg.state
-            elif isinstance(msg, Failed):
-                group.exited.add(msg.worker)
-                if error is None:
-                    error = (msg.worker, msg.message, msg.traceback)
-                coordinator.exited(msg.worker)
-            elif msg is not None:
-                done = getattr(msg, "done", False)
-                if done:
-                    group.exited.add(msg.worker)
-                    if msg.state is not None:
-                        coordinator.final_states[msg.worker] = msg.state
-                coordinator.receive(msg)
-                if done:
-                    coordinator.exited(msg.worker)
-            now = time.perf_counter()
-            if now - last_report >= loop.report_every_s and loop.status == "running":
-                last_report = now
-                loop.report(coordinator.progress())
-            if not stopping and (error is not None or loop.done):
-                stopping = True
-                stop_deadline = now + 30.0
-                group.stop()
-            if checkpoints:
-                barrier = _checkpoint_barrier(group, loop, coordinator, barrier, stopping)
-            if coordinator.has_work and msg is None and not stopping:
-                busy = coordinator.work()
-            # A watched process ended before its worker said goodbye. A pool (loky) then ends its call, which
-            # names the cause (above); a backend that runs the task again (Dask) does not: end the run here.
-            dead = group.watch.first
-            if dead is not None and dead[0] not in group.exited and dead_since is None:
-                dead_since = now
-            if dead_since is not None and now - dead_since > DEATH_GRACE_S and msg is None:
-                if error is None:
-                    missing = sorted(set(range(group.workers)) - group.exited)
-                    error = _death_error(group, missing, "its exit status could not be read here")
-                break  # as when a pool's call ends with a process gone: the others may wait for it
-            lost = group.silent() if msg is None else None
-            if lost is not None:
-                error = error or lost
-                break  # it cannot be told to stop: the others may wait for it
-            if not alive and msg is None and len(group.exited) < group.workers:
-                # The pool's call ended without every worker saying goodbye: a process died.
-                missing = sorted(set(range(group.workers)) - group.exited)
-                cause = describe(group.failure) if group.failure is not None else "the task ended silently"
-                if error is None:
-                    error = _death_error(group, missing, cause)
-                break
-            if now > stop_deadline:
-                missing = sorted(set(range(group.workers)) - group.exited)
-                if error is None:
-                    error = (missing[0] if len(missing) == 1 else None,
-                             f"workers {missing} did not stop within 30 s of being told to", "")
-                break
-        except KeyboardInterrupt:
-            loop.interrupt()
-            if stopping:  # second Ctrl-C: stop waiting
-                break
-            stopping = True
-            stop_deadline = time.perf_counter() + 15.0
-            group.stop()
-    loop.record(coordinator.progress())
-    if error is not None:
-        raise TaskFailed(*error)
+    _TaskLoop(group, loop, coordinator, checkpoints).run()
 
 
+#: Seconds the workers have to end once told to stop (after Ctrl-C: a user waits).
+STOP_GRACE_S, INTERRUPT_GRACE_S = 30.0, 15.0
 #: Seconds :meth:`TaskGroup.close` waits for the others once a worker is lost (it will not answer).
 LOST_GRACE_S = 1.0
-#: Seconds a pool may take to end its call after one of its worker processes died, before the run ends
-#: without it (a backend that runs the lost task again never ends the call).
-DEATH_GRACE_S = 3.0
 
 
-def _death_error(group: TaskGroup, missing: list[int], cause: str) -> tuple[int | None, str, str]:
-    """``(worker, one-line message, details)`` for a worker process that died."""
-    first = group.watch.first
-    how = (first[2] if first is not None else None) or exit_from_pool_error(cause)
-    if first is not None and first[0] in missing:
-        who, what = first[0], f"its process ({group.where(first[0])}) died"
-    elif len(missing) == 1:
-        who, what = missing[0], "its process died"
-    else:
-        who, what = None, "a worker process died"
-    if how is None:
-        how = cause.splitlines()[0] if cause else "cause unknown"
-    return who, f"{what} ({how}); workers that did not finish: {missing}", group.failure_tb or cause
+class _TaskLoop:
+    """:func:`drive_tasks`' event loop: each turn reads one message, then looks at the clock; one method per event.
 
+    Attributes
+    ----------
+    error : TaskFailed or None
+        The run's first failure, raised when the loop ends.
+    ended : bool
+        The loop ends without waiting for every worker (one was lost, or a second Ctrl-C).
+    stop_by, stop_grace_s : float
+        Once the workers are told to stop, the ``time.perf_counter()`` by which they must have ended, and the
+        seconds they were given.
+    busy : bool
+        The coordinator has more work at once: the next read does not block.
+    barrier : dict or None
+        The checkpoint being gathered: its ``id`` and the ``states`` that came.
+    """
 
-def _checkpoint_barrier(group: TaskGroup, loop: RunLoop, coordinator: Coordinator,
-                        barrier: dict[str, Any] | None, stopping: bool) -> dict[str, Any] | None:
-    """One look at the checkpoint barrier of :func:`drive_tasks`; returns the barrier still pending."""
-    if barrier is None:
-        if stopping or not loop.checkpoint_due():
-            return None
+    def __init__(self, group: TaskGroup, loop: RunLoop, coordinator: Coordinator, checkpoints: bool):
+        self.group, self.loop, self.coordinator, self.checkpoints = group, loop, coordinator, checkpoints
+        coordinator.group, coordinator.loop = group, loop
+        self.error: TaskFailed | None = None
+        self.ended = False
+        self.stop_by, self.stop_grace_s = math.inf, STOP_GRACE_S
+        self.busy = False
+        self.last_report = time.perf_counter()
+        self.barrier: dict[str, Any] | None = None
+
+    def run(self) -> None:
+        """Turn until every worker has exited (or the loop ends); record the final progress; raise the error."""
+        while not self.ended and len(self.group.exited) < self.group.workers:
+            try:
+                self.turn()
+            except KeyboardInterrupt:
+                self.on_interrupt()
+        self.loop.record(self.coordinator.progress())
+        if self.error is not None:
+            raise self.error
+
+    def turn(self) -> None:
+        """Read a message (or wait 0.1 s for one), hand it on, then the events of the clock."""
+        group = self.group
+        alive = group.alive  # before reading: a worker may post its last message, then end
+        try:
+            msg = group.get(0.0 if self.busy else 0.1)
+        except TaskFailed as rerun:  # a task started again
+            self.end(rerun)
+            return
+        self.busy = self.coordinator.has_work and msg is not None  # drain waiting messages before working
+        if msg is not None:
+            self.on_message(msg)
+        now = time.perf_counter()
+        if now - self.last_report >= self.loop.report_every_s and self.loop.status == "running":
+            self.on_report_due(now)
+        if not group.stopping and (self.error is not None or self.loop.done):
+            self.stop(STOP_GRACE_S)
+        if self.checkpoints:
+            if self.barrier is None and not group.stopping and self.loop.checkpoint_due():
+                self.on_checkpoint_due()
+            elif self.barrier is not None and (group.stopping or self.running() <= set(self.barrier["states"])):
+                self.on_checkpoint_gathered()
+        if msg is None:
+            self.on_idle(alive)
+        if not self.ended and now > self.stop_by:
+            self.on_stop_overdue()
+
+    def running(self) -> set[int]:
+        """The workers that have not exited."""
+        return set(range(self.group.workers)) - self.group.exited
+
+    def end(self, failure: TaskFailed) -> None:
+        """End the loop now, with ``failure`` unless the run failed already: a lost worker cannot be told to
+        stop, and the others may wait for it (as when a pool's call ends with a process gone)."""
+        self.error = self.error or failure
+        self.ended = True
+
+    def stop(self, grace_s: float) -> None:
+        """Tell the workers to stop; they have ``grace_s`` seconds to end."""
+        self.stop_by, self.stop_grace_s = time.perf_counter() + grace_s, grace_s
+        self.group.stop()
+
+    # ------------------------------------------------------------------ the events
+    def on_message(self, msg: Any) -> None:
+        """A worker's message (its hellos and heartbeats went to the group's supervision)."""
+        if isinstance(msg, StateReply):
+            if self.barrier is not None and msg.id == self.barrier["id"]:
+                self.barrier["states"][msg.worker] = msg.state
+        elif isinstance(msg, Failed):  # the others stop and send what they have before the run ends
+            self.error = self.error or TaskFailed(*self.group.raised(msg))
+            self.coordinator.exited(msg.worker)
+        else:
+            done = getattr(msg, "done", False)
+            if done and msg.state is not None:
+                self.coordinator.final_states[msg.worker] = msg.state
+            self.coordinator.receive(msg)
+            if done:
+                self.coordinator.exited(msg.worker)
+
+    def on_report_due(self, now: float) -> None:
+        """About once a second: the run's progress to the loop (history, display, callback)."""
+        self.last_report = now
+        self.loop.report(self.coordinator.progress())
+
+    def on_checkpoint_due(self) -> None:
+        """Ask every running worker for its state (they wait for :class:`Checkpointed`)."""
+        group = self.group
         group.checkpoints += 1
-        barrier = {"id": group.checkpoints, "states": {}}
+        self.barrier = {"id": group.checkpoints, "states": {}}
         group.checkpoint_pending = True
-        for k in range(group.workers):
-            if k not in group.exited:
-                group.send(k, Checkpoint(barrier["id"]))
-        return barrier
-    running = set(range(group.workers)) - group.exited
-    if not stopping and not running <= set(barrier["states"]):
-        return barrier
-    if not stopping:
-        loop.write_checkpoint(coordinator.checkpoint_state(dict(barrier["states"])))
-    group.checkpoint_pending = False
-    for k in running & set(barrier["states"]):
-        group.send(k, Checkpointed(barrier["id"]))
-    coordinator.checkpoint_ended()
-    return None
+        for k in sorted(self.running()):
+            group.send(k, Checkpoint(self.barrier["id"]))
+
+    def on_checkpoint_gathered(self) -> None:
+        """Every running worker's state came (write the checkpoint), or the run stops (abandon it); the
+        workers go on."""
+        group, barrier = self.group, self.barrier
+        if not group.stopping:
+            self.loop.write_checkpoint(self.coordinator.checkpoint_state(dict(barrier["states"])))
+        group.checkpoint_pending = False
+        for k in self.running() & set(barrier["states"]):
+            group.send(k, Checkpointed(barrier["id"]))
+        self.barrier = None
+        self.coordinator.checkpoint_ended()
+
+    def on_idle(self, alive: bool) -> None:
+        """No message waited: the coordinator's own work, then whether a worker is lost (``alive``: the
+        pool's call was running before the read)."""
+        if self.coordinator.has_work and not self.group.stopping:
+            self.busy = self.coordinator.work()
+        lost = self.group.lost_worker(alive)
+        if lost is not None:
+            self.end(TaskFailed(*lost))
+
+    def on_stop_overdue(self) -> None:
+        """Workers told to stop have not ended in time."""
+        self.end(TaskFailed(*self.group.overdue(self.stop_grace_s)))
+
+    def on_interrupt(self) -> None:
+        """Ctrl-C: stop the workers cleanly; a second one (or one while stopping) stops waiting for them."""
+        self.loop.interrupt()
+        if self.group.stopping:
+            self.ended = True
+        else:
+            self.stop(INTERRUPT_GRACE_S)

@@ -43,8 +43,9 @@ import torch
 
 from ..config import TrainConfig
 from ..options import SchemeOptions, option, when
-from ..parallel import allreduce
-from ..parallel.rounds import comm_option, run_rounds
+from ..parallel import replica
+from ..parallel.comm import comm_option
+from ..parallel.rounds import run_rounds
 from ..replay import Minibatch
 from ..runtime.learner import Learner
 from ..runtime.results import RunResult
@@ -65,7 +66,7 @@ class Options(SchemeOptions):
                                    applies=when("comm", "allreduce"))
 
 
-class Replica(allreduce.Replica):
+class Replica(replica.Replica):
     """``averaged`` at one rank of the all-reduce group (``comm="allreduce"``): local steps, periodic averages."""
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -116,12 +117,12 @@ class Replica(allreduce.Replica):
         if agent.config.target_update and agent.updates % agent.config.target_update == 0:
             agent.sync_target()
         agent.record_diagnostics({"loss": loss, "q_max_mean": q_max, **({"grad_norm": norm} if grad_norm else {})})
-        allreduce.finite_or_raise(loss if finite else math.nan, agent.updates)
+        replica.finite_or_raise(loss if finite else math.nan, agent.updates)
 
     def average(self, values: list[float], share: float, carry: torch.Tensor | None = None) -> list[float]:
         """Replace this rank's weights (and moments) by the ``share``-weighted mean over ranks; return
         the means of ``values``; sum ``carry`` over ranks along (:meth:`Collectives.allreduce_weighted
-        <dqnlab.parallel.allreduce.Collectives.allreduce_weighted>`). Records the divergence (rank 0's
+        <dqnlab.parallel.collectives.Collectives.allreduce_weighted>`). Records the divergence (rank 0's
         distance to the mean, relative to the mean's norm)."""
         agent = self.agent
         params = list(agent.online.parameters())

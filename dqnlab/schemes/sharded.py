@@ -44,8 +44,9 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..options import SchemeOptions
-from ..parallel import allreduce
-from ..parallel.rounds import comm_option, run_rounds
+from ..parallel import replica
+from ..parallel.comm import comm_option
+from ..parallel.rounds import run_rounds
 from ..replay import Minibatch
 from ..runtime.learner import Learner
 from ..runtime.results import RunResult
@@ -84,7 +85,7 @@ def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
     return shards, np.diff(bounds).astype(np.int64)
 
 
-class Replica(allreduce.Replica):
+class Replica(replica.Replica):
     """``sharded`` at one rank of the all-reduce group (``comm="allreduce"``)."""
 
     def rank_update(self, batch: Minibatch, share: float, grad_norm: bool) -> None:
@@ -106,7 +107,7 @@ class Replica(allreduce.Replica):
         loss, q_max = self.coll.allreduce_weighted(grads, [loss, q_max], share, carry)
         self.gather_errors(carry, reduced=True)
         # 3. the same clipped optimiser step at every rank (a non-finite loss: no step anywhere)
-        allreduce.finite_or_raise(loss, agent.updates + 1)
+        replica.finite_or_raise(loss, agent.updates + 1)
         norm = agent.diagnostics(grad_norm=True)["grad_norm"] if grad_norm else None
         agent.step_optimizer()
         agent.updates += 1

@@ -10,14 +10,9 @@ from helpers import assert_priorities, filled_learner, max_diff, unequal_priorit
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.parallel.allreduce import (
-    _HEADER,
-    COLLECTIVE_TIMEOUT_S,
-    AllReduceGroup,
-    pack_minibatch,
-    shipped_columns,
-    unpack_minibatch,
-)
+from dqnlab.parallel.allreduce import AllReduceGroup
+from dqnlab.parallel.collectives import COLLECTIVE_TIMEOUT_S
+from dqnlab.parallel.parts import HEADER, pack_minibatch, shipped_columns, unpack_minibatch
 from dqnlab.parallel.weights import average_weights
 from dqnlab.runtime.errors import WorkerError
 from dqnlab.schemes import averaged, sharded
@@ -33,7 +28,7 @@ def test_minibatches_survive_packing(prioritized, n_step):
     config = _sgd().replace(prioritized=prioritized, n_step=n_step)
     batch = filled_learner(config).buffer.sample(33)
     columns = shipped_columns(config)
-    buf = np.zeros(_HEADER + 40 * 54, np.uint8)
+    buf = np.zeros(HEADER + 40 * 54, np.uint8)
     pack_minibatch(batch, buf, columns)
     got = unpack_minibatch(buf, 33, columns)
     for name in columns:

@@ -9,7 +9,7 @@ from helpers import assert_priorities, filled_learner, max_diff, unequal_priorit
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
-from dqnlab.parallel.rounds import parallel_update
+from dqnlab.parallel.joblib_round import parallel_update
 from dqnlab.parallel.weights import average_weights, optimizer_state
 from dqnlab.replay import update_priorities
 from dqnlab.schemes.averaged import draw_minibatches
