@@ -67,7 +67,7 @@ class Minibatch(NamedTuple):
 #: The columns a transition is stored with, in :class:`Minibatch` order: name -> (shape per transition,
 #: dtype). The one declaration of them: a :class:`ReplayBuffer`'s arrays, the replay arrays of the
 #: ``shared`` scheme's block (:func:`column_arrays`) and, through :data:`BATCH_COLUMNS`, the all-reduce
-#: wire format of minibatches (``dqnlab.parallel.allreduce``) follow it. The order is that of the
+#: wire format of minibatches (``dqnlab.parallel.parts``) follow it. The order is that of the
 #: block's arrays and of the wire, so it stays as it is (checkpoints store the columns by name).
 COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
     "boards": ((4, 4), np.uint8),
