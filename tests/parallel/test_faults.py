@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,8 +60,10 @@ class _Run:
 
     def __init__(self, tmp: Path, *args: str):
         self.out_file, self.err_file = tmp / "stdout.txt", tmp / "stderr.txt"
-        (tmp / "tmp").mkdir()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp / "tmp")}
+        # the run's own temporary folder, to see what it leaves there: a short path, since multiprocessing's
+        # sockets live in it and a Unix socket's path may not pass 107 bytes (a deep pytest tmp_path can)
+        self.tmp = Path(tempfile.mkdtemp(prefix="dqnlab-run-"))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(self.tmp)}
         with open(self.out_file, "w") as out, open(self.err_file, "w") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "dqnlab", *args], stdout=out, stderr=err, env=env,
                                          start_new_session=True)
@@ -83,6 +87,9 @@ class _Run:
         except ProcessLookupError:
             pass
         self.proc.wait(10)
+
+    def remove_tmp(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     @property
     def stdout(self) -> str:
@@ -115,6 +122,7 @@ def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, s
         assert run.left_behind() == []
     finally:
         run.kill()
+        run.remove_tmp()
     summary = json.loads((out / "summary.json").read_text())
     ck = load_checkpoint(out)
     episodes = pd.read_csv(out / "episodes.csv")
@@ -143,7 +151,7 @@ def test_a_killed_worker_process_is_named_and_nothing_is_left(tmp_path):
         summary = json.loads((out / "summary.json").read_text())
         blocks = [n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith("psm_")]
         assert blocks  # the run's shared-memory block and lock file exist while it runs
-        assert list((tmp_path / "tmp").glob("dqnlab-shared-*.lock"))
+        assert list(run.tmp.glob("dqnlab-shared-*.lock"))
         victim = summary["extra"]["per_worker"][1]["pid"]
         os.kill(victim, signal.SIGKILL)  # as the OOM killer would
         code, waited = run.finish(60)
@@ -162,7 +170,8 @@ def test_a_killed_worker_process_is_named_and_nothing_is_left(tmp_path):
     assert load_checkpoint(out)["env_steps"] <= after["env_steps"]  # the last good checkpoint still loads
     # the shared-memory block and the lock file are gone
     assert not set(blocks) & set(os.listdir("/dev/shm"))
-    assert not list((tmp_path / "tmp").glob("dqnlab-shared-*"))
+    assert not list(run.tmp.glob("dqnlab-shared-*"))
+    run.remove_tmp()
 
 
 def test_a_worker_silent_for_too_long_is_named_with_its_host_and_a_second_hello_is_an_error(monkeypatch):
