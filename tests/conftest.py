@@ -4,6 +4,7 @@ import logging
 import os
 
 import matplotlib
+import numpy as np
 import pytest
 import torch
 
@@ -11,7 +12,7 @@ matplotlib.use("Agg")
 # Tests run beside other work on 2 cores; one intra-op thread avoids OpenMP spin contention.
 torch.set_num_threads(1)
 
-from dqnlab import TrainConfig, train
+from dqnlab import DQNAgent, TrainConfig, train
 
 
 @pytest.fixture
@@ -37,6 +38,16 @@ def trained(tmp_path_factory):
                                 batch_size=32, seed=0)
     run = train("serial", config, progress=False)
     return run.save(tmp_path_factory.mktemp("run")), run
+
+
+@pytest.fixture(scope="module")
+def ntuple_agent():
+    """An n-tuple afterstate agent (``ntuple-small``, 17x4 tuples) with random weights in [-1, 1): a player
+    whose moves search can change."""
+    agent = DQNAgent(TrainConfig.preset("ntuple-small", seed=0), seed=0)
+    w = agent.online.weight.detach().numpy()
+    w[:] = np.random.default_rng(0).uniform(-1, 1, w.shape).astype(np.float32)
+    return agent
 
 
 @pytest.fixture

@@ -200,15 +200,6 @@ def test_a_young_n_tuple_table_is_stored_by_its_non_zero_rows_and_loads_as_a_sta
 
 
 # ------------------------------------------------------------------------------------------ a player that searches
-@pytest.fixture(scope="module")
-def ntuple_agent():
-    """An n-tuple afterstate agent (``ntuple-small``, 17x4 tuples) with random weights."""
-    agent = DQNAgent(TrainConfig.preset("ntuple-small", seed=0), seed=0)
-    w = agent.online.weight.detach().numpy()
-    w[:] = np.random.default_rng(0).uniform(-1, 1, w.shape).astype(np.float32)
-    return agent
-
-
 def test_a_searching_player_plays_the_expectimax_move_and_one_ply_is_greedy(ntuple_agent):
     from dqnlab.core import search
 

@@ -80,27 +80,9 @@ class ActorSettings:
 
 def actor_task(ch: Channel, *, settings: ActorSettings, weights: dict[str, np.ndarray], version: int,
                paused: bool = False, resume: dict[str, Any] | None = None) -> None:
-    """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`): :meth:`Actor.run`.
-
-    Parameters
-    ----------
-    ch : Channel
-        The task's channel.
-    settings : ActorSettings
-        What the actor is told once.
-    weights : dict of str to numpy.ndarray
-        The learner's weights after ``version`` updates.
-    version : int
-        Their learner update count.
-    paused : bool
-        The learner's throttle (for a resumed actor).
-    resume : dict, optional
-        An :meth:`Actor.state` to continue from.
-
-    Raises
-    ------
-    ValueError
-        If ``resume`` is another actor's state.
+    """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`): :meth:`Actor.run` of
+    ``Actor(ch, settings, weights, version, paused, resume)`` (its parameters and errors), with one torch thread
+    outside the parent process.
     """
     if os.getpid() != settings.parent_pid and torch.get_num_threads() != 1:
         torch.set_num_threads(1)  # a batched forward pass of n_envs boards: one thread is plenty

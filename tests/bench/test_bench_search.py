@@ -1,22 +1,13 @@
 """bench search: each depth plays the same games and is timed; bad depths are named before any game."""
 
-import numpy as np
 import pytest
 
 from dqnlab import DQNAgent, TrainConfig
 from dqnlab.bench.search import bench_search
 
 
-@pytest.fixture(scope="module")
-def agent():
-    agent = DQNAgent(TrainConfig.preset("ntuple-small", seed=0), seed=0)
-    w = agent.online.weight.detach().numpy()
-    w[:] = np.random.default_rng(1).uniform(-1, 1, w.shape).astype(np.float32)
-    return agent
-
-
-def test_each_depth_plays_the_same_games_and_is_timed(agent):
-    rows = bench_search(agent, depths=(1, 2), games=3, seed=4, max_moves=25)
+def test_each_depth_plays_the_same_games_and_is_timed(ntuple_agent):
+    rows = bench_search(ntuple_agent, depths=(1, 2), games=3, seed=4, max_moves=25)
     assert [r["depth"] for r in rows] == [1, 2]
     for r in rows:
         assert r["games"] == 3 and r["moves"] == 75 and r["seconds"] > 0
@@ -27,9 +18,9 @@ def test_each_depth_plays_the_same_games_and_is_timed(agent):
 
 @pytest.mark.parametrize(("depths", "match"), [((), "depths must name at least one depth"),
                                                ((1, 4), r"search must be an integer in 1\.\.3")])
-def test_bad_depths_are_named(agent, depths, match):
+def test_bad_depths_are_named(ntuple_agent, depths, match):
     with pytest.raises(ValueError, match=match):
-        bench_search(agent, depths=depths, games=1)
+        bench_search(ntuple_agent, depths=depths, games=1)
 
 
 def test_a_player_that_cannot_search_is_named_before_any_game():
