@@ -43,13 +43,14 @@ def _corner_policy(boards: np.ndarray, masks: np.ndarray) -> np.ndarray:
 REFERENCE_POLICIES = ("random", "corner")
 
 
-def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = None, search: int = 1) -> Policy:
+def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = None,
+                search: int | None = None) -> Policy:
     """Turn anything :func:`evaluate` accepts into ``act(boards, masks) -> actions``.
 
     ``boards`` is ``(N, 4, 4)`` uint8, ``masks`` ``(N, 4)`` bool legal moves; the
     result is ``(N,)`` int action ids, always legal where a legal move exists. A run,
     its directory, weights or an agent become a :class:`~dqnlab.player.Player`, greedy or
-    searching ``search`` plies (see :func:`~dqnlab.load_player`).
+    searching ``search`` plies (None: a player keeps its own; see :func:`~dqnlab.load_player`).
 
     Raises
     ------
@@ -59,7 +60,7 @@ def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = 
     """
     no_network = callable(policy) and not isinstance(policy, Player) or isinstance(policy, str) \
         and policy in REFERENCE_POLICIES
-    if no_network and not (type(search) is int and search == 1):
+    if no_network and search is not None and not (type(search) is int and search == 1):
         check_search(search, None)  # a reference policy or a callable has no network to search with
     if isinstance(policy, str) and policy in REFERENCE_POLICIES:
         return _random_policy(seed) if policy == "random" else _corner_policy
@@ -114,7 +115,7 @@ class EvalResult:
 
 
 def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainConfig | None = None,
-             max_moves: int | None = None, search: int = 1) -> EvalResult:
+             max_moves: int | None = None, search: int | None = None) -> EvalResult:
     """Play ``games`` games of 2048 and report their scores.
 
     The games are played side by side (one batched forward pass per move). Every
@@ -122,9 +123,9 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
 
     Parameters
     ----------
-    policy : str, RunResult, path, dict of arrays, DQNAgent or callable
+    policy : str, RunResult, path, dict of arrays, DQNAgent, Player or callable
         ``"random"`` or ``"corner"`` (see :data:`REFERENCE_POLICIES`); a run (object or
-        directory written by :meth:`RunResult.save`), weights, or an agent, played
+        directory written by :meth:`RunResult.save`), weights, an agent or a player, played
         greedily (argmax Q over legal moves) or searching (``search``); or
         ``act(boards, masks) -> actions``.
     games : int
@@ -135,9 +136,9 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
         Network shape for bare weights (default: the ``mlp`` preset).
     max_moves : int, optional
         Cap on moves per game (truncation); default none.
-    search : int
-        Plies of expectimax a trained n-tuple afterstate player searches (1: greedy, the default;
-        see :class:`~dqnlab.player.Player`).
+    search : int, optional
+        Plies of expectimax a trained n-tuple afterstate player searches (1: greedy; see
+        :class:`~dqnlab.player.Player`). None (the default): a player keeps its own, others play greedily.
 
     Returns
     -------
@@ -304,7 +305,7 @@ def _check_int(value: Any, name: str, minimum: int) -> None:
 
 
 def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
-         config: TrainConfig | None = None, search: int = 1) -> RecordedGame:
+         config: TrainConfig | None = None, search: int | None = None) -> RecordedGame:
     """Play one game and record it move by move, to watch it, replay it or study it.
 
     Trained players play as in :func:`evaluate` (greedily, or searching); the game is the first of
@@ -323,9 +324,9 @@ def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
         Stop after this many moves (``truncated`` is then True); default: play to the end.
     config : TrainConfig, optional
         Network shape for bare weights (default: the ``mlp`` preset).
-    search : int
-        Plies of expectimax for a trained n-tuple afterstate player (1: greedy; its Q-values are
-        then the searched values).
+    search : int, optional
+        Plies of expectimax for a trained n-tuple afterstate player, as in :func:`evaluate`; when it
+        searches, the recorded Q-values are each move's expectimax value.
 
     Returns
     -------
@@ -345,7 +346,7 @@ def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
     masks = legal_actions_batch(boards[0])
     while True:
         if isinstance(act, Player):
-            action, q = act.greedy(boards[-1], masks)
+            action, q = act.moves(boards[-1], masks)
         else:
             action, q = np.asarray(act(boards[-1], masks)), np.full((1, 4), np.nan, np.float32)
         out = env.step(action)

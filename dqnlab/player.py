@@ -1,6 +1,7 @@
 """A trained player in one line: ``player = dqnlab.load_player("runs/x")``, then ``player.act(boards)``.
 
-A :class:`Player` plays the greedy legal move of a run's Q-function. It is also a policy
+A :class:`Player` plays the best legal move of a run's Q-function (greedy, or by an expectimax search
+over the spawns, ``search=2``). It is also a policy
 ``player(boards, masks) -> actions`` as :func:`dqnlab.evaluate` and :func:`dqnlab.play`
 take one, and it answers Stable-Baselines3's ``predict(obs, deterministic=True)``, so it
 drops into code written for SB3 models.
@@ -26,7 +27,8 @@ __all__ = ["Player", "load_player", "PlayerLike", "MAX_SEARCH", "check_search"]
 PlayerLike = Union[str, "os.PathLike[str]", RunResult, dict, DQNAgent, "Player"]
 
 
-#: The most plies :class:`Player` searches (each ply multiplies a move's work by about 8 x the empty cells).
+#: The most plies :class:`Player` searches (each ply multiplies a move's work by about 8 x the empty cells;
+#: :func:`dqnlab.core.search.transposition_table`'s tags hold plies below 4).
 MAX_SEARCH = 3
 
 
@@ -39,9 +41,10 @@ def check_search(search: Any, config: TrainConfig | None) -> int:
         If ``search`` is not an integer in 1..:data:`MAX_SEARCH`, or is above 1 for a network
         that is not an n-tuple network of afterstate values (``config=None``: no network).
     """
-    if not isinstance(search, int) or isinstance(search, bool) or not 1 <= search <= MAX_SEARCH:
+    if not isinstance(search, (int, np.integer)) or isinstance(search, bool) or not 1 <= search <= MAX_SEARCH:
         raise ValueError(f"search must be an integer in 1..{MAX_SEARCH} (plies of expectimax; 1: greedy), "
                          f"got {search!r}")
+    search = int(search)
     if search > 1 and (config is None or config.network != "ntuple" or not config.afterstate):
         what = "no network" if config is None else f"network={config.network!r}, afterstate={config.afterstate}"
         raise ValueError(f"search={search} needs a player of an n-tuple network of afterstate values "
@@ -90,8 +93,9 @@ class Player:
         self._table: tuple[np.ndarray, ...] | None = None  # the search's transposition table, made when first used
         self._generation = 0
 
-    def greedy(self, boards: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Greedy actions and Q-values of boards whose legal moves are known (no input checks).
+    def moves(self, boards: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The player's moves (greedy, or searched) and Q-values of boards whose legal moves are known
+        (no input checks).
 
         Parameters
         ----------
@@ -128,8 +132,8 @@ class Player:
 
     def __call__(self, boards: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """The policy protocol of :func:`dqnlab.evaluate`: ``(N, 4, 4)`` boards and ``(N, 4)``
-        legal moves -> ``(N,)`` int64 greedy legal actions."""
-        return self.greedy(boards, masks)[0]
+        legal moves -> ``(N,)`` int64 legal actions (greedy, or searched)."""
+        return self.moves(boards, masks)[0]
 
     def q_values(self, boards) -> np.ndarray:
         """Q-values of the four moves of each board.
@@ -143,8 +147,9 @@ class Player:
         -------
         numpy.ndarray
             ``(N, 4)`` float32 by move (0 up, 1 right, 2 down, 3 left), in the learner's
-            reward units (points, or log points with ``reward_transform="log"``); NaN for
-            an illegal move (one that changes nothing).
+            reward units (points, or log points with ``reward_transform="log"``), each move's
+            expectimax value when the player searches; NaN for an illegal move (one that
+            changes nothing).
 
         Raises
         ------
@@ -152,10 +157,10 @@ class Player:
             If ``boards`` is not ``(N, 4, 4)`` exponents.
         """
         boards = check_boards(boards, "boards", 3)
-        return self.greedy(boards, legal_actions_batch(boards))[1]
+        return self.moves(boards, legal_actions_batch(boards))[1]
 
     def act(self, boards) -> np.ndarray:
-        """The greedy legal move of each board.
+        """The best legal move of each board: greedy, or by the player's search.
 
         Parameters
         ----------
@@ -174,7 +179,7 @@ class Player:
             If ``boards`` is not ``(N, 4, 4)`` exponents.
         """
         boards = check_boards(boards, "boards", 3)
-        return self.greedy(boards, legal_actions_batch(boards))[0]
+        return self.moves(boards, legal_actions_batch(boards))[0]
 
     def predict(self, observation, state: Any = None, episode_start: Any = None,
                 deterministic: bool = False) -> tuple[np.ndarray, None]:
@@ -191,9 +196,9 @@ class Player:
         state, episode_start
             Ignored (the player has no recurrent state); accepted for SB3's signature.
         deterministic : bool
-            True: the greedy legal move. False (SB3's default): as SB3's DQN does, a
+            True: the player's move (greedy, or searched). False (SB3's default): as SB3's DQN does, a
             uniformly random legal move with probability ``config.epsilon_end`` (the
-            final exploration rate of training), else the greedy one.
+            final exploration rate of training), else the player's.
 
         Returns
         -------
@@ -235,7 +240,8 @@ def _boards_of(observation) -> tuple[np.ndarray, bool]:
                      f"(N, 4, 4, K) board, got shape {obs.shape}")
 
 
-def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 0, search: int = 1) -> Player:
+def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 0,
+                search: int | None = None) -> Player:
     """A trained player in one line: ``load_player("runs/x").act(boards)``.
 
     Parameters
@@ -249,9 +255,10 @@ def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 
         The network of bare weights (default: the ``mlp`` preset); ignored otherwise.
     seed : int
         Seeds the player's exploration (``predict(..., deterministic=False)``).
-    search : int
-        Plies of expectimax the player searches (1: greedy; see :class:`Player`); a player given
-        as ``run`` with another ``search`` is remade on the same agent.
+    search : int, optional
+        Plies of expectimax the player searches (1: greedy; see :class:`Player`). None (the default):
+        a player given as ``run`` keeps its own, any other source plays greedily; a player given with
+        another ``search`` is remade on the same agent.
 
     Returns
     -------
@@ -265,7 +272,7 @@ def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 
         network can play (see :func:`check_search`).
     """
     if isinstance(run, Player):
-        return run if run.search == search else Player(run.agent, seed=seed, search=search)
+        return run if search is None or search == run.search else Player(run.agent, seed=seed, search=search)
     if isinstance(run, (str, os.PathLike)):
         if not os.path.isdir(run):
             raise ValueError(f"run must be a run directory; no directory {str(run)!r} exists")
@@ -277,6 +284,6 @@ def load_player(run: PlayerLike, config: TrainConfig | None = None, seed: int = 
         agent.set_weights(run)
         run = agent
     if isinstance(run, DQNAgent):
-        return Player(run, seed=seed, search=search)
+        return Player(run, seed=seed, search=1 if search is None else search)
     raise ValueError(f"cannot load a player from a {type(run).__name__} (give a run directory, a RunResult, "
                      f"weights or a DQNAgent)")

@@ -128,6 +128,8 @@ def test_train_refuses_to_overwrite_a_run(tmp_path, capsys):
 def test_argparse_errors_are_one_line():
     r = _cli("train", "--workers", "0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("dqnlab: error: train:")
+    r = _cli("evaluate", "random", "--search", "4")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "argument --search: invalid choice: 4" in r.stderr
 
 
 # ------------------------------------------------------------------------ generated flags
@@ -293,6 +295,12 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
     (["bench", "learning", "--seconds", "3"], "bench learning takes"),
     (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock and --shared-threads apply only"),
     (["bench", "game", "--minutes", "3"], "apply only to 'bench learning'"),
+    (["bench", "game", "--variants", "plain"], "--variants, --figure"),
+    (["bench", "learning", "--run", "runs/x"], "--run, --depths and --seed apply only to 'bench search'"),
+    (["bench", "game", "--devices", "cpu"], "--devices applies only to 'bench learner'"),
+    (["bench", "search", "--run", "runs/x", "--variants", "plain"], "'bench search' takes --run, --depths"),
+    (["bench", "search", "--run", "runs/x", "--depths", "1,5"], "--depths must be comma-separated plies, each in 1..3"),
+    (["bench", "search", "--depths", "1"], "bench search needs --run DIR"),
 ])
 def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
     from dqnlab.cli import main

@@ -211,7 +211,7 @@ def test_a_searching_player_plays_the_expectimax_move_and_one_ply_is_greedy(ntup
     assert np.array_equal(Player(ntuple_agent, search=1).act(boards), greedy.act(boards))
     two = load_player(greedy, search=2)
     assert two is not greedy and two.search == 2 and load_player(two, search=2) is two
-    actions, q = two.greedy(boards, legal_actions_batch(boards))
+    actions, q = two.moves(boards, legal_actions_batch(boards))
     expected, values = np.empty(32, np.int64), np.empty((32, 4))
     search.expectimax(boards.reshape(32, 16), 2, ntuple_agent.online.weight.detach().numpy().reshape(-1),
                       ntuple_agent.online.placements, False, ntuple_agent.config.gamma,
@@ -220,6 +220,18 @@ def test_a_searching_player_plays_the_expectimax_move_and_one_ply_is_greedy(ntup
     masks = legal_actions_batch(boards)
     assert np.array_equal(np.isnan(q), ~masks) and np.allclose(q[masks], values[masks].astype(np.float32))
     assert not np.array_equal(actions, greedy.act(boards))  # the lookahead changed some move
+
+
+def test_a_searching_player_keeps_its_search_unless_told_otherwise(ntuple_agent):
+    two = load_player(ntuple_agent, search=np.int64(2))
+    assert two.search == 2 and load_player(two) is two and load_player(two, search=1).search == 1
+    searched = evaluate(ntuple_agent, games=2, seed=1, max_moves=60, search=2)
+    assert np.array_equal(evaluate(two, games=2, seed=1, max_moves=60).scores, searched.scores)
+    assert np.array_equal(play(two, seed=1, max_moves=30).actions, play(ntuple_agent, seed=1, max_moves=30,
+                                                                         search=2).actions)
+    greedy = evaluate(two, games=2, seed=1, max_moves=60, search=1)
+    assert np.array_equal(greedy.scores, evaluate(ntuple_agent, games=2, seed=1, max_moves=60).scores)
+    assert not np.array_equal(greedy.scores, searched.scores)
 
 
 def test_evaluate_and_play_take_search(ntuple_agent):

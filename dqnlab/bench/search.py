@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..evaluation import evaluate
+from ..parallel.threads import torch_threads_set
 from ..player import MAX_SEARCH, PlayerLike, load_player
 
 __all__ = ["bench_search"]
@@ -50,11 +51,18 @@ def bench_search(run: PlayerLike, depths: Sequence[int] = (1, 2), games: int = 1
     depths = list(depths)
     if not depths:
         raise ValueError(f"depths must name at least one depth in 1..{MAX_SEARCH}, got {depths!r}")
-    players = [load_player(run, search=d) for d in depths]  # (every depth checked before any game)
+    base = load_player(run, search=1)
+    players = []
+    for d in depths:  # (every depth checked before any game)
+        try:
+            players.append(load_player(base, search=d))
+        except ValueError as e:
+            raise ValueError(f"depths: {d} plies: {e}") from None
     rows = []
     for depth, player in zip(depths, players):
         t0 = time.perf_counter()
-        ev = evaluate(player, games=games, seed=seed, max_moves=max_moves, search=depth)
+        with torch_threads_set(1):
+            ev = evaluate(player, games=games, seed=seed, max_moves=max_moves)
         seconds = time.perf_counter() - t0
         s = ev.summary()
         moves = int(ev.moves.sum())

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from ..player import MAX_SEARCH
 from .flags import csv_items, int_list
 
 __all__ = ["cmd_bench"]
@@ -17,16 +18,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """``bench WHAT``: run one measurement (its flags checked first) and print it as a table or JSON."""
     from ..bench import bench_rules, bench_scaling, bench_update
 
+    if args.what != "search" and any(v is not None for v in (args.run, args.depths, args.seed)):
+        raise ValueError("--run, --depths and --seed apply only to 'bench search'")
+    if args.what != "learner" and args.devices is not None:
+        raise ValueError("--devices applies only to 'bench learner'")
     if args.what == "learning":
         return _cmd_bench_learning(args)
     if args.what == "search":
         return _cmd_bench_search(args)
-    if args.run is not None or args.depths is not None:
-        raise ValueError("--run and --depths apply only to 'bench search'")
-    if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.figure, args.lock,
-                                   args.shared_threads)):
-        raise ValueError("--presets, --minutes, --games, --seeds, --figure, --lock/--no-lock and --shared-threads "
-                         "apply only to 'bench learning' (--games also to 'bench search')")
+    if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.variants, args.figure,
+                                   args.lock, args.shared_threads)):
+        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --lock/--no-lock and "
+                         "--shared-threads apply only to 'bench learning' (--games also to 'bench search')")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
         raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling' "
@@ -86,20 +89,25 @@ def _cmd_bench_search(args: argparse.Namespace) -> int:
     others = {"--presets": args.presets, "--minutes": args.minutes, "--seeds": args.seeds, "--figure": args.figure,
               "--lock": args.lock, "--shared-threads": args.shared_threads, "--schemes": args.schemes,
               "--workers": args.workers, "--seconds": args.seconds, "--eval-games": args.eval_games,
-              "--n-envs": args.bench_n_envs, "--write": args.write}
+              "--n-envs": args.bench_n_envs, "--write": args.write, "--variants": args.variants}
     given = [flag for flag, value in others.items() if value is not None]
     if given or args.quick or args.no_keras or args.compile or args.threads != 1:
-        raise ValueError(f"'bench search' takes --run, --depths, --games and --json only (got "
+        raise ValueError(f"'bench search' takes --run, --depths, --games, --seed and --json only (got "
                          f"{', '.join(given) or 'a peers/learner flag'})")
     if args.run is None:
         raise ValueError("bench search needs --run DIR: the run directory of a trained n-tuple afterstate player")
-    rows = bench_search(str(args.run), int_list(args.depths, "1,2", "--depths"), games=args.games or 100)
+    depths = int_list(args.depths, "1,2", "--depths")
+    if any(not 1 <= d <= MAX_SEARCH for d in depths):
+        raise ValueError(f"--depths must be comma-separated plies, each in 1..{MAX_SEARCH}, got {args.depths!r}")
+    seed = 1 if args.seed is None else args.seed
+    rows = bench_search(str(args.run), depths, games=args.games or 100, seed=seed)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         _print_table(rows)
-        print(f"the same {rows[0]['games']} games (spawn seed 1) at each depth, one process, one thread; "
-              f"depth 1 is the greedy player")
+        print(f"the same {rows[0]['games']} games (spawn seed {seed}) at each depth, one process, one thread; "
+              f"depth 1 is the greedy player, all its games' boards in one batch per move (its speed grows with "
+              f"--games)")
     return 0
 
 
@@ -165,7 +173,7 @@ def _cmd_bench_peers_learner(args: argparse.Namespace) -> int:
         text = bench.peers_markdown(res, command)
     else:
         quick = dict(presets=("mlp",), rounds=3, min_time=0.05, matmul_n=1024) if args.quick else {}
-        devices = tuple(d.strip() for d in args.devices.split(",") if d.strip())
+        devices = tuple(d.strip() for d in (args.devices or "cpu").split(",") if d.strip())
         res = bench.bench_learner(threads=args.threads, compile=args.compile, devices=devices, **quick)
         text = bench.learner_markdown(res, command)
     print(json.dumps(res, indent=2, default=str) if args.json else text)

@@ -14,8 +14,8 @@ GIF_MAX_FRAMES = 500
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate``: greedy games of a run (or a reference policy), their summary and, with ``--plot``, their
-    figure."""
+    """``evaluate``: games of a run, greedy or searching ``--search`` plies (or of a reference policy), their
+    summary and, with ``--plot``, their figure."""
     from ..evaluation import evaluate
 
     ev = evaluate(args.run, games=args.games, seed=args.seed, search=args.search)
@@ -39,7 +39,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    """``play``: one greedy game, replayed as text or drawn into a GIF."""
+    """``play``: one game, greedy or searching ``--search`` plies, replayed as text or drawn into a GIF."""
     from ..evaluation import play
 
     if args.gif is None and args.fps is not None:
@@ -50,7 +50,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise ValueError(f"--gif must name a .gif file, got {str(args.gif)!r}")
     game = play(args.run, seed=args.seed, max_moves=args.max_moves, search=args.search)
     end = (f"{game.moves:,} moves, score {game.score:,}, largest tile {game.max_tile:,}"
-           + (" (stopped by --max-moves)" if game.truncated else ""))
+           + (" (stopped by --max-moves)" if game.truncated else "")
+           + (f" (searching {args.search} plies)" if args.search > 1 else ""))
     if args.gif is None:
         delay = args.delay if args.delay is not None else (0.1 if sys.stdout.isatty() else 0.0)
         for t in game.frames(args.every or 1).tolist():

@@ -83,12 +83,12 @@ def _add_train(sub) -> None:
 
 
 def _add_evaluate_play(sub) -> None:
-    """``evaluate`` and ``play``: a trained run's (or a reference policy's) greedy games."""
-    e = sub.add_parser("evaluate", help="greedy play of a trained run (or a reference policy)")
+    """``evaluate`` and ``play``: a trained run's games, greedy or searching (or a reference policy's)."""
+    e = sub.add_parser("evaluate", help="games of a trained run, greedy or searching (or of a reference policy)")
     e.add_argument("run", type=run_or_policy, help="run directory, or 'random' / 'corner'")
     e.add_argument("--games", type=positive_int, default=200, help="games to play (default 200)")
     e.add_argument("--seed", type=nonneg_int, default=0, help="seed of the games (default 0)")
-    e.add_argument("--search", type=positive_int, default=1, metavar="PLIES",
+    e.add_argument("--search", type=int, choices=range(1, MAX_SEARCH + 1), default=1, metavar="PLIES",
                    help=f"plies of expectimax an n-tuple afterstate player searches over every spawn (1..{MAX_SEARCH}; "
                         f"default 1: greedy)")
     e.add_argument("--json", action="store_true", help="print JSON")
@@ -96,14 +96,14 @@ def _add_evaluate_play(sub) -> None:
                    help="also save the figure of the games there (largest-tile distribution and score histogram; "
                         "e.g. eval.png)")
 
-    pl = sub.add_parser("play", help="watch a trained run (or a reference policy) play one greedy game: a GIF, "
-                                     "or a text replay in the terminal")
+    pl = sub.add_parser("play", help="watch a trained run (or a reference policy) play one game, greedy or "
+                                     "searching: a GIF, or a text replay in the terminal")
     pl.add_argument("run", type=run_or_policy, help="run directory, or 'random' / 'corner'")
     pl.add_argument("--seed", type=nonneg_int, default=0,
                     help="seed of the tile spawns (default 0; the game is the first of evaluate --seed S)")
     pl.add_argument("--max-moves", type=positive_int, metavar="N",
                     help="stop after N moves (default: play to the end)")
-    pl.add_argument("--search", type=positive_int, default=1, metavar="PLIES",
+    pl.add_argument("--search", type=int, choices=range(1, MAX_SEARCH + 1), default=1, metavar="PLIES",
                     help=f"plies of expectimax (1..{MAX_SEARCH}; default 1: greedy), as evaluate --search")
     pl.add_argument("--gif", type=Path, metavar="FILE.gif",
                     help="write the game as an animated GIF (the board, and the Q-values of the four moves beside it) "
@@ -142,6 +142,7 @@ def _add_bench(sub) -> None:
                                                        "search: games at each depth (default 100)")
     b.add_argument("--run", type=Path, metavar="DIR", help="search: the run directory of the player")
     b.add_argument("--depths", help=f"search: comma-separated plies, each 1..{MAX_SEARCH} (default 1,2)")
+    b.add_argument("--seed", type=nonneg_int, help="search: seed of the games' tile spawns (default 1)")
     b.add_argument("--seeds", help="learning: comma-separated training seeds (default 0)")
     b.add_argument("--variants", help="learning: comma-separated config variants of each preset, each TrainConfig "
                                       "FIELD=VALUE joined by '+' (a bool field alone: True; plain: the preset), e.g. "
@@ -167,7 +168,7 @@ def _add_bench(sub) -> None:
                    help="peers: leave out the legacy per-transition loop in Keras (slow)")
     b.add_argument("--compile", action="store_true",
                    help="learner: also time torch.compile-d networks (compiling takes tens of seconds)")
-    b.add_argument("--devices", default="cpu",
+    b.add_argument("--devices",
                    help="learner: comma-separated learner devices whose updates/s to report (cpu, cuda, auto; "
                         "default cpu)")
 

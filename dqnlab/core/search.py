@@ -1,8 +1,8 @@
 """Expectimax search over an n-tuple afterstate network: the move of a player that looks ahead.
 
 A greedy afterstate player takes the move of largest ``r(s, a) + V(afterstate(s, a))``. Expectimax
-(Michie 1966; the search of every strong 2048 player: nneonneo's 2048-ai, Szubert and Jaskowski
-2014, Yeh et al. 2016, Guei, Chen & Wu 2022's 2- and 3-ply figures) replaces ``V`` of the afterstate
+(Michie 1966; the search of every strong 2048 player: nneonneo's 2048-ai, Yeh et al. 2016,
+Jaśkowski 2018, Guei, Chen & Wu 2022's 2- and 3-ply figures) replaces ``V`` of the afterstate
 by the expectation, over the tile the game spawns, of the best move after it, ``depth`` plies deep:
 
 * a **move node** (a board ``s``, ``d`` plies left) is worth ``max_a r(s, a) + C(afterstate(s, a), d)``
@@ -46,9 +46,9 @@ def transposition_table(bits: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndar
     ValueError
         If ``bits`` is not an integer in 1..30.
     """
-    if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 30:
+    if not isinstance(bits, (int, np.integer)) or isinstance(bits, bool) or not 1 <= bits <= 30:
         raise ValueError(f"bits must be an integer in 1..30, got {bits!r}")
-    n = 1 << bits
+    n = 1 << int(bits)
     return np.zeros(n, np.uint64), np.zeros(n, np.int64), np.zeros(n, np.float64)
 
 
@@ -100,7 +100,7 @@ def _chance(after, plies, weights, layout, log_rewards, gamma, table, generation
                                + _chance(nb, plies - 1, weights, layout, log_rewards, gamma, table, generation,
                                          rows, cells, scratch))
             total += p * (best if best > -np.inf else 0.0)  # no legal move: the game is over, worth 0
-    v = gamma * total / empty if empty else 0.0
+    v = gamma * total / empty  # (an afterstate has an empty cell: a move that changes a board frees one)
     keys[slot], tags[slot], values[slot] = after, tag, v
     return v
 
