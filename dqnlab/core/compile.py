@@ -24,7 +24,7 @@ __all__ = ["notice", "NOTICE_AFTER_S", "refresh_cache"]
 _CORE = Path(__file__).resolve().parent
 
 #: Seconds a first call may take before :func:`notice` says that it is compiling: past what loading the
-#: learner's kernels from the cache takes (about 1 s, longer on a busy machine), far below a compile (tens of s).
+#: learner's kernels from the cache takes, far below what compiling them takes.
 NOTICE_AFTER_S = 3.0
 
 _seen: set[str] = set()
