@@ -58,11 +58,10 @@ def make_policy(policy: PolicyLike, seed: int = 0, config: TrainConfig | None = 
         For an unknown policy name, a path that is not a run, weights that do not fit the
         network of ``config``, or a ``search`` above 1 for a policy that cannot search.
     """
-    no_network = callable(policy) and not isinstance(policy, Player) or isinstance(policy, str) \
-        and policy in REFERENCE_POLICIES
-    if no_network and search is not None and not (type(search) is int and search == 1):
-        check_search(search, None)  # a reference policy or a callable has no network to search with
-    if isinstance(policy, str) and policy in REFERENCE_POLICIES:
+    reference = isinstance(policy, str) and policy in REFERENCE_POLICIES
+    if search is not None and (reference or (callable(policy) and not isinstance(policy, Player))):
+        check_search(search, None)  # a reference policy or a callable has no network: only 1 (greedy) passes
+    if reference:
         return _random_policy(seed) if policy == "random" else _corner_policy
     if isinstance(policy, (str, os.PathLike)) and not os.path.isdir(policy):
         raise ValueError(f"policy must be one of {REFERENCE_POLICIES} or a run directory, a RunResult, "
