@@ -23,7 +23,7 @@ __all__ = ["TrainConfig", "PRESETS", "family_preset", "NTUPLE_SETS", "resolve_tu
 
 _ENCODINGS = ("onehot", "raw")
 _NETWORKS = ("mlp", "cnn", "ntuple")
-_OPTIMIZERS = ("adam", "sgd")
+_OPTIMIZERS = ("adam", "sgd", "tc")
 _LOSSES = ("huber", "mse")
 _REWARD_TRANSFORMS = ("none", "log")
 _DEVICES = ("cpu", "cuda", "auto")
@@ -51,16 +51,23 @@ def _lines_and_squares() -> tuple[tuple[int, ...], ...]:
 #:   Jaskowski 2018): 4 x 16^6 weights, 268 MB of float32;
 #: * ``"2x4+2x6"``: two straight 4-cell lines and two 2x3 rectangles (Szubert and
 #:   Jaskowski 2014): 134 MB;
+#: * ``"8x6"``: eight 6-tuples (Matsuzaki 2016, as in Guei, Chen & Wu 2022's strongest
+#:   player): 537 MB;
 #: * ``"17x4"``: every straight line and every 2x2 square, 17 4-tuples (Szubert and
 #:   Jaskowski 2014): 4.5 MB, the size to ship between processes.
 NTUPLE_SETS: dict[str, tuple[tuple[int, ...], ...]] = {
     "4x6": ((0, 1, 2, 3, 4, 5), (4, 5, 6, 7, 8, 9), (0, 1, 2, 4, 5, 6), (4, 5, 6, 8, 9, 10)),
     "2x4+2x6": ((0, 1, 2, 3), (4, 5, 6, 7), (0, 1, 2, 4, 5, 6), (4, 5, 6, 8, 9, 10)),
+    "8x6": ((0, 1, 2, 4, 5, 6), (4, 5, 6, 7, 8, 9), (0, 1, 2, 3, 4, 5), (2, 3, 4, 5, 6, 9), (0, 1, 2, 5, 9, 10),
+            (3, 4, 5, 6, 7, 8), (1, 3, 4, 5, 6, 7), (0, 1, 4, 8, 9, 10)),
     "17x4": _lines_and_squares(),
 }
 
 #: Longest n-step return (``TrainConfig.n_step``): a transition's span is stored as uint8.
 MAX_N_STEP = 255
+
+#: Largest stage tile (``TrainConfig.stages``; its option's ``high``): a feature reads 4 bits a cell.
+MAX_STAGE_TILE = 32768
 
 #: Longest tuple: 16^6 entries, so that an index is exact in float32 (< 2^24).
 MAX_TUPLE_LENGTH = 6
@@ -146,13 +153,29 @@ class TrainConfig:
         unit="units", low=1)
     channels: int = option(64, "cnn: channels of each 1x2 and 2x1 convolution.", low=1)
     ntuples: str | tuple[tuple[int, ...], ...] = option(
-        "4x6", "ntuple: the tuple set, a name in dqnlab.config.NTUPLE_SETS (4x6: 268 MB of tables; "
+        "4x6", "ntuple: the tuple set, a name in dqnlab.config.NTUPLE_SETS (4x6: 268 MB of tables; 8x6: 537 MB; "
         "17x4: 4.5 MB, cheap to ship between processes; 2x4+2x6) or tuples of cells 0-15 (text: 0,1,2,3;4,5,6,7).",
         parse=_parse_tuples, allowed="a set name or a tuple of cell tuples")
     optimizer: str = option(
-        "adam", "Optimiser: adam, or sgd (plain SGD, which ntuple needs: its lookup tables get sparse gradients).",
-        choices=_OPTIMIZERS)
-    lr: float = option(1e-3, "Learning rate of the optimiser (per update).", low=0, low_open=True)
+        "adam", "Optimiser: adam; sgd (plain SGD, for ntuple: its lookup tables get sparse gradients); or tc "
+        "(ntuple: temporal coherence learning, Beal & Smith 1999, Jaskowski 2018: SGD with a step size per weight, "
+        "lr x |sum of its errors| / sum of their magnitudes).", choices=_OPTIMIZERS)
+    lr: float = option(1e-3, "Learning rate of the optimiser (per update; tc: the step of a weight never updated).",
+                       low=0, low_open=True)
+    tc_start: int = option(
+        0, "tc: updates of plain SGD at tc_td_lr before temporal coherence takes over (Guei, Chen & Wu 2022: "
+        "optimistic TD, then TC); 0 = TC from the first update.", unit="updates", low=0,
+        applies=when("optimizer", "tc"))
+    tc_td_lr: float = option(0.2, "tc: the learning rate of plain SGD before tc_start.", low=0, low_open=True,
+                             applies=when("optimizer", "tc"))
+    initial_value: float = option(
+        0.0, "ntuple: the value every board has before training, spread evenly over the entries it reads "
+        "(optimistic initialisation, Guei, Chen & Wu 2022: unseen boards look good, so the player tries them).",
+        unit="points", applies=when("network", "ntuple"))
+    stages: tuple[int, ...] = option(
+        (), "ntuple: tiles at which another set of tables takes over, increasing (multi-stage TD, Wu, Yeh et al. "
+        "2014): a board whose largest tile reaches stages[k] reads set k + 1; () = one set. Each set costs "
+        "the tables' memory again.", unit="tile", low=4, high=MAX_STAGE_TILE, applies=when("network", "ntuple"))
 
     # --- afterstates and symmetry -----------------------------------------
     afterstate: bool = option(
@@ -236,8 +259,15 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.{e}") from None
         if not isinstance(self.ntuples, str):  # lists (from JSON) become tuples, so configs compare and hash
             object.__setattr__(self, "ntuples", tuples)
+        need(self.optimizer != "tc" or self.network == "ntuple", "optimizer",
+             "'adam' or 'sgd' unless network='ntuple' (tc learns lookup tables)")
+        need(self.initial_value == 0 or self.network == "ntuple", "initial_value", "0 unless network='ntuple'")
+        need(not self.stages or self.network == "ntuple", "stages", "() unless network='ntuple'")
+        need(all(t & (t - 1) == 0 for t in self.stages) and list(self.stages) == sorted(set(self.stages)), "stages",
+             f"increasing tiles, each a power of two in 4..{MAX_STAGE_TILE}")
         if self.network == "ntuple":
-            need(self.optimizer == "sgd", "optimizer", "'sgd' with network='ntuple' (its tables get sparse gradients)")
+            need(self.optimizer in ("sgd", "tc"), "optimizer",
+                 "'sgd' or 'tc' with network='ntuple' (its tables get sparse gradients)")
             need(self.max_grad_norm is None, "max_grad_norm", "None with network='ntuple' (sparse gradients)")
             need(not self.augment_symmetry, "augment_symmetry",
                  "False with network='ntuple' (the network is symmetric by construction)")

@@ -147,7 +147,7 @@ class Spec:
         elif self.kind == "float":
             text = ("a number" + self._range()) if self._range() else "a finite number"
         elif self.kind == "ints":
-            text = "a non-empty tuple of integers" + self._range()
+            text = ("a tuple of integers" if self.default == () else "a non-empty tuple of integers") + self._range()
         elif self.kind == "dict":
             text = "a dict"
         else:
@@ -196,7 +196,7 @@ class Spec:
         elif self.kind == "float":
             ok = _is_number(value) and self._in_range(value)
         elif self.kind == "ints":
-            ok = isinstance(value, (tuple, list)) and len(value) >= 1 and all(
+            ok = isinstance(value, (tuple, list)) and (len(value) >= 1 or self.default == ()) and all(
                 _is_int(v) and self._in_range(v) for v in value)
             value = tuple(int(v) for v in value) if ok else value
         elif self.kind == "dict":
@@ -228,8 +228,8 @@ class Spec:
                 value: Any = int(text)
             elif self.kind == "float":
                 value = float(text)
-            elif self.kind == "ints":
-                value = tuple(int(x) for x in text.split(","))
+            elif self.kind == "ints":  # ("" for the empty tuple, where the field takes it)
+                value = tuple(int(x) for x in text.split(",")) if text.strip() else ()
             elif self.kind == "dict":
                 value = json.loads(text)
             elif self.kind == "custom" and self.parse is not None:

@@ -129,6 +129,14 @@ def test_bad_tuple_sets_are_clear_errors(tuples):
     (dict(network="transformer"), "network"),
     (dict(channels=0), "channels"),
     (dict(optimizer="rmsprop"), "optimizer"),
+    (dict(optimizer="tc"), "optimizer"),  # (temporal coherence learns lookup tables)
+    (dict(initial_value=100.0), "initial_value"),
+    (dict(stages=(2048,)), "stages"),
+    (dict(network="ntuple", optimizer="sgd", max_grad_norm=None, stages=(2048, 1024)), "stages"),
+    (dict(network="ntuple", optimizer="sgd", max_grad_norm=None, stages=(3000,)), "stages"),
+    (dict(network="ntuple", optimizer="sgd", max_grad_norm=None, stages=(65536,)), "stages"),
+    (dict(network="ntuple", optimizer="sgd", max_grad_norm=None, stages=(2,)), "stages"),
+    (dict(network="ntuple", optimizer="tc", max_grad_norm=None, tc_start=-1), "tc_start"),
 ])
 def test_config_rejects_combinations_that_cannot_train(kw, match):
     with pytest.raises(ValueError, match=f"TrainConfig.{match}"):
@@ -319,6 +327,22 @@ def test_ntuple_trains_in_every_scheme_and_beats_random_play(scheme, workers, op
     config = _small_ntuple(total_env_steps=12_000, replay_ratio=1.0, lr=0.05)
     run = dqnlab.train(scheme, config, workers=workers, progress=False, **options)
     assert run.updates > 0 and np.abs(run.weights["weight"]).max() > 0
+    player = dqnlab.evaluate(run, games=60, seed=3).scores.mean()
+    assert player > 1.5 * dqnlab.evaluate("random", games=60, seed=3).scores.mean()
+
+
+@pytest.mark.parametrize("scheme,workers,options", [
+    ("serial", 1, {}), ("independent", 2, {"sync": "periodic", "sync_every": 50}), ("shared", 2, {"lock": False}),
+    ("actors", 2, {}), ("sharded", 2, {}), ("averaged", 2, {})])
+def test_the_fields_learning_methods_train_in_every_scheme(scheme, workers, options):
+    """Temporal coherence after a TD phase, optimistic tables and two stages, together, in every scheme (the
+    compiled core's loop in serial, independent and shared; the torch path's TemporalCoherence in the others)."""
+    config = _small_ntuple(total_env_steps=12_000, replay_ratio=1.0, lr=0.1, optimizer="tc", tc_start=20,
+                           tc_td_lr=0.02, initial_value=500.0, stages=(128,))
+    run = dqnlab.train(scheme, config, workers=workers, progress=False, **options)
+    w = run.weights["weight"]
+    assert run.updates > 20 and w.shape[0] == 2 * 17 * 65536
+    assert (w != np.float32(500.0 / (8 * 17))).any()  # the optimistic tables moved
     player = dqnlab.evaluate(run, games=60, seed=3).scores.mean()
     assert player > 1.5 * dqnlab.evaluate("random", games=60, seed=3).scores.mean()
 

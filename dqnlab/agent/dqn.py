@@ -162,7 +162,8 @@ class DQNAgent:
         target is synced after every update, which is the online network itself, so
         ``target is online`` (no copy: an n-tuple table is hundreds of MB).
     optimizer : torch.optim.Optimizer
-        Adam (fused) or plain SGD, per ``config.optimizer``.
+        Adam (fused), plain SGD or temporal coherence (:class:`~dqnlab.agent.optim.TemporalCoherence`),
+        per ``config.optimizer``.
 
     Notes
     -----
@@ -193,6 +194,9 @@ class DQNAgent:
             self.target.requires_grad_(False)
         if config.optimizer == "sgd":
             self.optimizer: torch.optim.Optimizer = torch.optim.SGD(self.online.parameters(), lr=config.lr)
+        elif config.optimizer == "tc":  # (raises for a learner on a GPU: TC is the compiled core's)
+            self.optimizer = optim.TemporalCoherence(self.online.parameters(), config.lr, config.tc_start,
+                                                     config.tc_td_lr)
         else:
             self.optimizer = optim.adam(self.online.parameters(), config.lr)
         self.updates = 0

@@ -278,6 +278,14 @@ class NTupleNetwork(nn.Module):
         action values; a placement's row is read in its own frame, so action ``a``
         takes column ``ACTION_PERMUTATIONS[g, a]`` and the Q-values are equivariant
         under the symmetries.
+    initial_value : float
+        Every board's value before training (``TrainConfig.initial_value``): each entry starts at
+        ``initial_value / P``, ``P = 8 x tuples`` the entries a board reads (optimistic initialisation,
+        Guei, Chen and Wu 2022).
+    stages : tuple of int
+        Tiles at which another set of tables takes over (``TrainConfig.stages``; Wu, Yeh et al. 2014): a
+        board whose largest tile reaches ``stages[k]`` reads set ``k + 1``; the sets lie one after another
+        in :attr:`weight`, :attr:`set_rows` rows each.
 
     Notes
     -----
@@ -287,14 +295,16 @@ class NTupleNetwork(nn.Module):
     are the compiled core's (:mod:`dqnlab.core.ntuple`, from :attr:`placements`); on another
     device the index of a placement is one float32 product of the board's cells with a
     ``(16, P)`` matrix of powers of 16, exact because it stays below 2^24, and the values an
-    ``embedding_bag`` sum (tested equal to the core's). The weights (one ``(sum_t 16^m_t, outputs)`` parameter, zeros at the
-    start) get **sparse** gradients: train them with plain SGD
-    (``TrainConfig.optimizer = "sgd"``), which updates only the rows a minibatch used.
+    ``embedding_bag`` sum (tested equal to the core's). The weights (one ``(S sum_t 16^m_t, outputs)`` parameter
+    for ``S = len(stages) + 1`` stages) get **sparse** gradients: train them with plain SGD or temporal
+    coherence (``TrainConfig.optimizer = "sgd"`` or ``"tc"``), which update only the rows a minibatch used.
     """
 
-    def __init__(self, tuples: str | tuple[tuple[int, ...], ...] = "4x6", outputs: int = 1):
+    def __init__(self, tuples: str | tuple[tuple[int, ...], ...] = "4x6", outputs: int = 1, initial_value: float = 0.0,
+                 stages: tuple[int, ...] = ()):
         super().__init__()
         self.tuples = resolve_tuples(tuples)
+        self.stages = tuple(stages)
         sizes = [16 ** len(t) for t in self.tuples]
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         n_place = len(self.tuples) * len(CELL_PERMUTATIONS)
@@ -309,24 +319,34 @@ class NTupleNetwork(nn.Module):
                 offsets[p], columns[p] = starts[t], ACTION_PERMUTATIONS[g]
                 p += 1
         # The same network for the compiled core (dqnlab.core.ntuple): the tuples as runs of cells, their tables' rows
-        self.placements = core_ntuple.layout(self.tuples, starts)
+        stage_exps = tuple(int(t).bit_length() - 1 for t in self.stages)
+        self.placements = core_ntuple.layout(self.tuples, starts, stage_exps)
         self.placement_columns = columns.copy()
         self.register_buffer("powers", torch.from_numpy(powers), persistent=False)
         self.register_buffer("offsets", torch.from_numpy(offsets), persistent=False)
         self.register_buffer("columns", torch.from_numpy(columns), persistent=False)
+        self.register_buffer("stage_exps", torch.tensor(stage_exps, dtype=torch.uint8), persistent=False)
+        self.set_rows = int(sum(sizes))
         self.outputs = outputs
         # (on huge pages where the OS offers them: the tables are read at random, dqnlab.core.memory)
-        self.weight = nn.Parameter(torch.from_numpy(core_memory.zeros((int(sum(sizes)), outputs))))
+        table = core_memory.zeros((self.set_rows * (len(stage_exps) + 1), outputs))
+        if initial_value:
+            table.fill(np.float32(initial_value / n_place))
+        self.weight = nn.Parameter(torch.from_numpy(table))
 
     def indices(self, boards: torch.Tensor) -> torch.Tensor:
         """``(N, 4, 4)`` uint8 -> ``(N, P)`` int64 rows of :attr:`weight`, ``P = 8 x tuples``: on the CPU by
         the compiled core's shifts and masks, on another device as a float32 product with powers of 16."""
         if boards.device.type == "cpu":
-            out = np.empty((len(boards), 8 * len(self.placements[2])), np.int64)
-            core_ntuple.feature_batch(boards.reshape(len(boards), 16).numpy(), *self.placements, out)
+            out = np.empty((len(boards), core_ntuple.placements(self.placements)), np.int64)
+            core_ntuple.feature_batch(boards.reshape(len(boards), 16).numpy(), self.placements, out)
             return torch.from_numpy(out)
-        cells = boards.reshape(len(boards), 16).clamp(max=MAX_TUPLE_EXPONENT).float()
-        return cells.mm(self.powers).long().add_(self.offsets)
+        cells = boards.reshape(len(boards), 16).clamp(max=MAX_TUPLE_EXPONENT)
+        idx = cells.float().mm(self.powers).long().add_(self.offsets)
+        if len(self.stage_exps):  # each board in its stage's tables
+            stage = (cells.amax(1, keepdim=True) >= self.stage_exps).sum(1, keepdim=True)
+            idx.add_(stage * self.set_rows)
+        return idx
 
     def forward(self, boards: torch.Tensor) -> torch.Tensor:
         """``(N, 4, 4)`` uint8 exponents -> ``(N, outputs)`` float32: the sum of the rows read."""
@@ -340,7 +360,7 @@ class NTupleNetwork(nn.Module):
         if cpu and not needs_grad and inputs is None:
             out = np.empty((len(boards), self.outputs), np.float32)
             core_ntuple.values(np.ascontiguousarray(boards.reshape(len(boards), 16).numpy()),
-                               self.weight.detach().numpy(), *self.placements, self.placement_columns, out)
+                               self.weight.detach().numpy(), self.placements, self.placement_columns, out)
             return torch.from_numpy(out)
         idx = self.indices(boards)
         if inputs is not None:
@@ -400,5 +420,5 @@ def make_network(config: Any, outputs: int) -> nn.Module:
     if config.network == "cnn":
         return CNNetwork(config.channels, config.hidden, outputs)
     if config.network == "ntuple":
-        return NTupleNetwork(config.ntuples, outputs)
+        return NTupleNetwork(config.ntuples, outputs, config.initial_value, config.stages)
     raise ValueError(f"network must be one of {NETWORKS}, got {config.network!r}")

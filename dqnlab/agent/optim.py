@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from torch.optim import optimizer as _optim_module
 
-__all__ = ["adam", "optimizer_step", "grad_norm", "clip_grad_norm", "clear_grads", "denormals_flushed"]
+__all__ = ["adam", "TemporalCoherence", "optimizer_step", "grad_norm", "clip_grad_norm", "clear_grads",
+           "denormals_flushed"]
 
 
 def adam(params: Any, lr: float) -> torch.optim.Adam:
@@ -32,6 +33,87 @@ def adam(params: Any, lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(params, lr=lr, fused=True)
     except (RuntimeError, ValueError):  # pragma: no cover - old PyTorch
         return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
+class TemporalCoherence(torch.optim.Optimizer):
+    """Temporal coherence learning (TC; Beal and Smith, "Temporal coherence and prediction decay in
+    TD learning", IJCAI 1999; Jaskowski, "Mastering 2048 with delayed temporal coherence learning...",
+    IEEE ToG 2018): SGD with a step size per weight, ``lr * |E| / A``, where ``E`` sums the gradients the
+    weight got and ``A`` their magnitudes (:func:`dqnlab.core.ntuple.tc_rows`, whose kernel this runs).
+
+    Parameters
+    ----------
+    params : iterable of tensors
+        On the CPU (the n-tuple tables; ``TrainConfig.optimizer = "tc"``).
+    lr : float
+        The meta step size ``beta``: a weight never updated steps at ``lr``.
+    td_updates : int
+        Steps of plain SGD at ``td_lr`` before TC takes over (Guei, Chen and Wu 2022's OTD+TC
+        schedule); ``E`` and ``A`` start at zero then.
+    td_lr : float
+        The SGD phase's learning rate.
+
+    Notes
+    -----
+    ``state[p]`` holds ``step`` (a 0-d float32 tensor: steps so far), ``errors`` (``E``) and
+    ``abs_errors`` (``A``), float32 like ``p``, made at construction so that the compiled learner and
+    ``shared``'s block can hold them. A row-sparse gradient (an n-tuple minibatch's) is applied entry
+    by entry in its order, a row used twice taking both steps, as the compiled learner does; a dense
+    one in one vectorised step.
+    """
+
+    def __init__(self, params: Any, lr: float, td_updates: int = 0, td_lr: float = 0.2):
+        super().__init__(params, dict(lr=lr, td_updates=td_updates, td_lr=td_lr))
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.device.type != "cpu":
+                    raise ValueError(f"optimizer 'tc' runs on the CPU (the compiled core), got a parameter on {p.device}")
+                self.state[p] = {"step": torch.zeros((), dtype=torch.float32),
+                                 "errors": torch.zeros_like(p, memory_format=torch.contiguous_format),
+                                 "abs_errors": torch.zeros_like(p, memory_format=torch.contiguous_format)}
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:
+        """One step on every parameter that has a gradient (see the class)."""
+        from ..core.ntuple import tc_entries
+
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if float(st["step"]) < g["td_updates"]:
+                    _sgd(p, p.grad, g["td_lr"])
+                elif p.grad.is_sparse:
+                    entries, values = _flat_entries(p.grad)
+                    tc_entries(p.detach().view(-1).numpy(), st["errors"].view(-1).numpy(), st["abs_errors"].view(-1).numpy(),
+                               entries.numpy(), values.numpy(), float(g["lr"]))
+                else:
+                    e, a = st["errors"], st["abs_errors"]
+                    rate = torch.where(a > 0, e.abs() / a.clamp(min=torch.finfo(a.dtype).tiny), torch.ones_like(a))
+                    p.sub_(rate.mul_(p.grad), alpha=g["lr"])
+                    e.add_(p.grad)
+                    a.add_(p.grad.abs())
+                st["step"] += 1
+
+
+def _flat_entries(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A row-sparse COO gradient of a ``(R, width)`` table as ``(entries, values)`` of the flat table,
+    ``(K,)`` int64 and float32, in the gradient's order."""
+    rows, values = grad._indices()[0], grad._values()
+    width = values[0].numel() if len(values) else 1
+    if width > 1:  # a row of `width` outputs: its entries in the flat table
+        rows = (rows[:, None] * width + torch.arange(width, device=rows.device)).reshape(-1)
+    return rows, values.reshape(-1)
+
+
+def _sgd(p: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
+    """``p -= lr * grad`` in place, a row-sparse gradient as one flat ``index_add_``."""
+    if grad.is_sparse:
+        entries, values = _flat_entries(grad)
+        p.view(-1).index_add_(0, entries, values, alpha=-lr)
+    else:
+        p.add_(grad, alpha=-lr)
 
 
 # --------------------------------------------------------------------------- the step
@@ -73,17 +155,8 @@ def _sparse_sgd_step(optimizer: torch.optim.Optimizer) -> bool:
     with torch.no_grad():
         for g in groups:
             for p in g["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                if not grad.is_sparse:
-                    p.add_(grad, alpha=-g["lr"])
-                    continue
-                rows, values = grad._indices()[0], grad._values()
-                width = values[0].numel() if len(values) else 1
-                if width > 1:  # a row of `width` outputs: its entries in the flat table
-                    rows = (rows[:, None] * width + torch.arange(width, device=rows.device)).reshape(-1)
-                p.view(-1).index_add_(0, rows, values.reshape(-1), alpha=-g["lr"])
+                if p.grad is not None:
+                    _sgd(p, p.grad, g["lr"])
     return True
 
 

@@ -13,7 +13,7 @@ TD(0) on afterstates with an n-tuple network): the target of ``V(afterstate(s, a
 ``gamma^k (1 - done) max_a' [r(s', a') + V_target(afterstate(s', a'))]`` (plus, for an n-step
 transition of ``k`` steps, its return less the move's own reward), the online V chooses ``a'`` with
 Double DQN and a separate target, and the minibatch's MSE or Huber loss takes one plain SGD step
-on the rows it used. Every array is the caller's and is changed in place: the env's boards, scores
+on the rows it used (or a temporal coherence step, :func:`dqnlab.core.ntuple.tc_rows`). Every array is the caller's and is changed in place: the env's boards, scores
 and move counts, the replay's arrays and positions, the n-step ring, the weights and the counters,
 and the NumPy Generators' states (so checkpoints see the state as it is after the chunk).
 
@@ -26,8 +26,10 @@ Groups of arguments (plain tuples, in this order):
   all (one segment for a learner's own buffer; one a worker in ``shared``);
 * ``nstep`` = ``(boards (n, N, 16) uint8, actions (n, N) uint8, rewards (n, N) float32, pending (N,)
   int64)``;
-* ``net`` = ``(online (R,) float32, target (R,) float32, runs, n_runs, offsets)``: the weights and the
-  :func:`dqnlab.core.ntuple.layout`;
+* ``net`` = ``(online (R,) float32, target (R,) float32, layout, errors (R,), abs_errors (R,) float32)``:
+  the weights, the :func:`dqnlab.core.ntuple.layout` and, for temporal coherence learning
+  (``hp.tc``; :func:`dqnlab.core.ntuple.tc_rows`), its sums of errors and of their magnitudes
+  (empty without it);
 * ``hp``: :class:`Hyper`; ``ctr``: :data:`COUNTERS` int64 and ``times``: :data:`TIMES` float64 arrays;
 * ``totals`` = ``(updates (1,), target_syncs (1,) int64)``: the updates of every learner that trains
   these weights and the target syncs so far (``shared``: the block's counters; else this learner's).
@@ -41,7 +43,7 @@ import numpy as np
 
 from .bitboard import advance_batch, afterstate, kernel, legal_batch, new_boards_into, pack
 from .clock import clock_buffer, now
-from .ntuple import afterstate_rows, features, gather, sgd_rows
+from .ntuple import afterstate_rows, features, gather, sgd_rows, tc_rows
 
 __all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "OK", "RECORDS_FULL",
            "NON_FINITE"]
@@ -67,7 +69,10 @@ class Hyper(NamedTuple):
     """The settings a chunk reads (a :class:`~dqnlab.TrainConfig`'s, in the kernels' types)."""
 
     gamma: float
-    lr: float
+    lr: float  # (temporal coherence's lr with tc)
+    tc: bool  # temporal coherence learning (TrainConfig.optimizer = "tc") from update tc_start on
+    tc_start: int
+    sgd_lr: float  # plain SGD's learning rate (before tc_start with tc)
     updates_per_env_step: float
     epsilon_start: float
     epsilon_end: float
@@ -181,7 +186,7 @@ def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
     for i in range(n):
         for a in range(4):
             scores[i, a] = rng.random()
-    online, _, runs, n_runs, offsets = net
+    online, layout = net[0], net[2]
     rows, rewards, legal = work.rows, work.rewards, work.legal
     for i in range(n):
         work.acted_ok[i] = not explore[i]
@@ -193,7 +198,7 @@ def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
             rewards[i] = work.cache_rewards[i]
             legal[i] = work.cache_legal[i]
         else:
-            afterstate_rows(boards[i], runs, n_runs, offsets, hp.log_rewards, scratch, rows[i], rewards[i], legal[i])
+            afterstate_rows(boards[i], layout, hp.log_rewards, scratch, rows[i], rewards[i], legal[i])
         work.cache_ok[i] = False
     for i in range(n):
         if not explore[i]:
@@ -297,7 +302,7 @@ def _minibatch_rows(replay, net, hp, rows, work, cells):
     row cache holds (:class:`Work`) are copied, not recomputed; a next board that is one the next act
     plays (``cells``) is cached for it."""
     r_boards, r_actions, _, r_next, r_dones = replay[:5]
-    _, _, runs, n_runs, offsets = net
+    layout = net[2]
     scratch, next_rows, next_rewards, next_legal = work.cells, work.next_rows, work.next_rewards, work.next_legal
     for j in range(work.slots.shape[0]):
         s = work.slots[j]
@@ -310,7 +315,7 @@ def _minibatch_rows(replay, net, hp, rows, work, cells):
             b, big = pack(board)
             after, points, _ = afterstate(board, b, big, a, scratch)
             work.own_points[j] = points
-            features(after, runs, n_runs, offsets, rows[j])
+            features(after, layout, rows[j])
         nb = r_next[s]
         if i >= 0 and work.cache_ok[i] and _same(work.cache_board[i], nb):
             next_rows[j] = work.cache_rows[i]
@@ -318,8 +323,8 @@ def _minibatch_rows(replay, net, hp, rows, work, cells):
             next_legal[j] = work.cache_legal[i]
             legal_any = next_legal[j, 0] or next_legal[j, 1] or next_legal[j, 2] or next_legal[j, 3]
         else:
-            legal_any = afterstate_rows(nb, runs, n_runs, offsets, hp.log_rewards, scratch, next_rows[j],
-                                        next_rewards[j], next_legal[j])
+            legal_any = afterstate_rows(nb, layout, hp.log_rewards, scratch, next_rows[j], next_rewards[j],
+                                        next_legal[j])
             if 0 <= i < cells.shape[0] and _same(cells[i], nb):
                 work.cache_rows[i] = next_rows[j]
                 work.cache_rewards[i] = next_rewards[j]
@@ -405,7 +410,10 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
         times[_LAST_LOSS] = loss
         if not finite:
             return NON_FINITE
-        sgd_rows(online, rows, slopes, hp.lr)
+        if hp.tc and totals[0][0] >= hp.tc_start:
+            tc_rows(online, net[3], net[4], rows, slopes, hp.lr)
+        else:
+            sgd_rows(online, rows, slopes, hp.sgd_lr)
         ctr[_UPDATES] += 1
         totals[0][0] += 1
         if hp.target_update > 1 and totals[0][0] // hp.target_update > totals[1][0]:

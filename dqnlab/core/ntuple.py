@@ -12,7 +12,14 @@ rectangle ``0, 1, 2, 4, 5, 6`` two). :func:`layout` makes the arrays a network i
   in the row index; ``R`` is 2 when no tuple has more runs, else 6; runs past a tuple's ``n_runs``
   are zero (a zero mask reads nothing);
 * ``n_runs`` ``(T,)`` int64;
-* ``offsets`` ``(T,)`` int64: the first row of each tuple's table in the flat weight array.
+* ``offsets`` ``(S, T)`` int64: the first row of each tuple's table in the flat weight array, for
+  each of the ``S`` stages of a multi-stage network (one row of offsets for a plain one);
+* ``stage_exps`` ``(S - 1,)`` int64: the exponents at which each later stage takes over. A board
+  whose largest exponent is at least ``stage_exps[k - 1]`` (and below ``stage_exps[k]``) reads the
+  table set of stage ``k`` (Wu, Yeh et al., "Multi-stage temporal difference learning for 2048",
+  TAAI 2014): one set of tables for each phase of the game.
+
+The kernels take the four as one tuple, ``layout``.
 
 Placement ``p = 8 t + g`` is tuple ``t`` on symmetry ``g``, the order of
 :class:`dqnlab.agent.networks.NTupleNetwork`. A feature reads 4 bits a cell, so an exponent above 15
@@ -27,17 +34,18 @@ import numpy as np
 
 from .bitboard import afterstate, inline, kernel, pack, symmetry
 
-__all__ = ["layout", "features", "value", "values", "feature_batch", "gather", "gather_batch", "afterstate_rows",
-           "afterstate_values", "sgd_rows",
-           "sparse_grad_norm"]
+__all__ = ["layout", "placements", "stage", "features", "value", "values", "feature_batch", "gather", "gather_batch",
+           "afterstate_rows", "afterstate_values", "sgd_rows", "tc_rows", "tc_entries", "sparse_grad_norm"]
 
 #: The most runs a tuple can have (6 cells, none next to another).
 MAX_RUNS = 6
 
 
-def layout(tuples: tuple[tuple[int, ...], ...], offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(runs, n_runs, offsets)`` of tuples of cells (0..15, row-major; at most 6 each) whose tables start at
-    rows ``offsets`` ``(T,)`` of the flat weight array (see the module)."""
+def layout(tuples: tuple[tuple[int, ...], ...], offsets: np.ndarray,
+           stage_exps: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(runs, n_runs, offsets, stage_exps)`` of tuples of cells (0..15, row-major; at most 6 each) whose
+    tables start at rows ``offsets`` ``(T,)`` of the flat weight array, with a set of tables for each stage
+    past the exponents ``stage_exps`` (increasing; the sets one after another, see the module)."""
     runs = np.zeros((len(tuples), MAX_RUNS, 3), np.uint64)
     n_runs = np.zeros(len(tuples), np.int64)
     for t, cells in enumerate(tuples):
@@ -50,7 +58,31 @@ def layout(tuples: tuple[tuple[int, ...], ...], offsets: np.ndarray) -> tuple[np
             n_runs[t] += 1
             k += n
     width = 2 if n_runs.max() <= 2 else MAX_RUNS  # (a tuple of one run reads a zero mask as its second)
-    return np.ascontiguousarray(runs[:, :width]), n_runs, np.asarray(offsets, np.int64).copy()
+    offsets = np.asarray(offsets, np.int64)
+    rows = sum(16 ** len(t) for t in tuples)
+    staged = np.stack([offsets + k * rows for k in range(len(stage_exps) + 1)])
+    return np.ascontiguousarray(runs[:, :width]), n_runs, staged, np.asarray(stage_exps, np.int64).copy()
+
+
+def placements(layout: tuple[np.ndarray, ...]) -> int:
+    """The weight rows a board reads, ``P = 8 T``."""
+    return 8 * layout[2].shape[1]
+
+
+@inline
+def stage(b: np.uint64, stage_exps: np.ndarray) -> int:
+    """The stage of bitboard ``b``: how many of ``stage_exps`` its largest exponent reaches."""
+    if stage_exps.shape[0] == 0:
+        return 0
+    top = np.uint64(0)
+    x = b
+    for _ in range(16):
+        top = max(top, x & np.uint64(15))
+        x >>= np.uint64(4)
+    k = 0
+    while k < stage_exps.shape[0] and np.int64(top) >= stage_exps[k]:
+        k += 1
+    return k
 
 
 @inline
@@ -80,12 +112,14 @@ def gather(weights: np.ndarray, rows: np.ndarray) -> np.float32:
 
 
 @inline
-def features(b: np.uint64, runs: np.ndarray, n_runs: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
-    """The ``P = 8 T`` weight rows a bitboard selects, into ``out`` ``(P,)`` int64.
+def features(b: np.uint64, layout: tuple, out: np.ndarray) -> None:
+    """The ``P = 8 T`` weight rows a bitboard selects (in its stage's tables), into ``out`` ``(P,)`` int64.
 
     When no tuple has more than two runs (the 4x6 and 2x4+2x6 sets), every tuple reads its runs from
     locals, which lets the compiler keep the 8 boards' arithmetic side by side;
     other sets loop over each tuple's runs."""
+    runs, n_runs, staged, stage_exps = layout
+    offsets = staged[stage(b, stage_exps)]
     sym = _symmetries(b)
     if runs.shape[1] == 2:
         for t in range(offsets.shape[0]):
@@ -106,19 +140,18 @@ def features(b: np.uint64, runs: np.ndarray, n_runs: np.ndarray, offsets: np.nda
 
 
 @kernel
-def value(b: np.uint64, weights: np.ndarray, runs: np.ndarray, n_runs: np.ndarray, offsets: np.ndarray) -> np.float32:
+def value(b: np.uint64, weights: np.ndarray, layout: tuple) -> np.float32:
     """V of one bitboard: the float32 sum of its ``P`` entries of ``weights`` ``(rows,)`` float32."""
-    rows = np.empty(8 * offsets.shape[0], np.int64)
-    features(b, runs, n_runs, offsets, rows)
+    rows = np.empty(8 * layout[2].shape[1], np.int64)
+    features(b, layout, rows)
     return gather(weights, rows)
 
 
 @kernel
-def feature_batch(boards: np.ndarray, runs: np.ndarray, n_runs: np.ndarray, offsets: np.ndarray,
-                  out: np.ndarray) -> None:
+def feature_batch(boards: np.ndarray, layout: tuple, out: np.ndarray) -> None:
     """``(N, 16)`` uint8 exponent boards -> ``(N, P)`` int64 weight rows."""
     for n in range(boards.shape[0]):
-        features(pack(boards[n])[0], runs, n_runs, offsets, out[n])
+        features(pack(boards[n])[0], layout, out[n])
 
 
 @kernel
@@ -139,19 +172,17 @@ def gather_batch(weights: np.ndarray, rows: np.ndarray, columns: np.ndarray, out
 
 
 @kernel
-def values(boards: np.ndarray, weights: np.ndarray, runs: np.ndarray, n_runs: np.ndarray, offsets: np.ndarray,
-           columns: np.ndarray, out: np.ndarray) -> None:
+def values(boards: np.ndarray, weights: np.ndarray, layout: tuple, columns: np.ndarray, out: np.ndarray) -> None:
     """``(N, 16)`` uint8 boards -> ``(N, O)`` float32 values of ``weights`` ``(R, O)`` (see :func:`gather_batch`)."""
-    rows = np.empty((1, 8 * offsets.shape[0]), np.int64)
+    rows = np.empty((1, 8 * layout[2].shape[1]), np.int64)
     for n in range(boards.shape[0]):
-        features(pack(boards[n])[0], runs, n_runs, offsets, rows[0])
+        features(pack(boards[n])[0], layout, rows[0])
         gather_batch(weights, rows, columns, out[n:n + 1])
 
 
 @kernel
-def afterstate_rows(cells16: np.ndarray, runs: np.ndarray, n_runs: np.ndarray, offsets: np.ndarray,
-                    log_rewards: bool, scratch: np.ndarray, rows: np.ndarray, rewards: np.ndarray,
-                    legal: np.ndarray) -> bool:
+def afterstate_rows(cells16: np.ndarray, layout: tuple, log_rewards: bool, scratch: np.ndarray, rows: np.ndarray,
+                    rewards: np.ndarray, legal: np.ndarray) -> bool:
     """For the four moves of one board (16 exponent bytes): whether each is legal (``legal`` ``(4,)`` bool),
     its reward (``rewards`` ``(4,)`` float32; ``log2(1 + points)`` with ``log_rewards``, as
     ``TrainConfig.reward_transform = "log"``) and, for the legal ones, the weight rows of its afterstate
@@ -170,20 +201,20 @@ def afterstate_rows(cells16: np.ndarray, runs: np.ndarray, n_runs: np.ndarray, o
             if log_rewards:
                 r = np.float32(np.log2(np.float32(1.0) + r))
             rewards[a] = r
-            features(nb, runs, n_runs, offsets, rows[a])
+            features(nb, layout, rows[a])
             any_legal = True
     return any_legal
 
 
 @kernel
-def afterstate_values(cells16: np.ndarray, weights: np.ndarray, runs: np.ndarray, n_runs: np.ndarray,
-                      offsets: np.ndarray, log_rewards: bool, scratch: np.ndarray, q: np.ndarray) -> bool:
+def afterstate_values(cells16: np.ndarray, weights: np.ndarray, layout: tuple, log_rewards: bool, scratch: np.ndarray,
+                      q: np.ndarray) -> bool:
     """``q[a] = r(s, a) + V(afterstate(s, a))`` (float32) of the four moves of one board (16 exponent bytes),
     ``-inf`` for a move that changes nothing; returns whether any move is legal (see :func:`afterstate_rows`)."""
-    rows = np.empty((4, 8 * offsets.shape[0]), np.int64)
+    rows = np.empty((4, 8 * layout[2].shape[1]), np.int64)
     rewards = np.empty(4, np.float32)
     legal = np.empty(4, np.bool_)
-    any_legal = afterstate_rows(cells16, runs, n_runs, offsets, log_rewards, scratch, rows, rewards, legal)
+    any_legal = afterstate_rows(cells16, layout, log_rewards, scratch, rows, rewards, legal)
     for a in range(4):
         q[a] = gather(weights, rows[a]) + rewards[a] if legal[a] else -np.inf
     return any_legal
@@ -199,6 +230,42 @@ def sgd_rows(weights: np.ndarray, rows: np.ndarray, slopes: np.ndarray, lr: floa
         s = step * slopes[i]
         for p in range(rows.shape[1]):
             weights[rows[i, p]] += s
+
+
+@inline
+def _tc_step(weights, errors, abs_errors, r, g, lr):
+    """One temporal-coherence step of entry ``r`` on gradient ``g`` (see :func:`tc_rows`)."""
+    a = abs_errors[r]
+    rate = abs(errors[r]) / a if a > 0 else np.float32(1.0)
+    weights[r] -= np.float32(lr) * rate * g
+    errors[r] += g
+    abs_errors[r] += abs(g)
+
+
+@kernel
+def tc_rows(weights: np.ndarray, errors: np.ndarray, abs_errors: np.ndarray, rows: np.ndarray, slopes: np.ndarray,
+            lr: float) -> None:
+    """Temporal coherence learning (TC; Beal and Smith 1999, as Jaskowski 2018 uses it for 2048) on the
+    rows a minibatch used: each weight has its own step size, ``lr * |E| / A``, from the sum ``E`` of
+    the gradients it got (``errors``) and the sum ``A`` of their magnitudes (``abs_errors``; a weight
+    never updated steps at ``lr``). A weight whose errors keep one sign keeps a large step; one whose
+    errors cancel out, as they do once it has learned what it can, slows to a halt. Then ``E += g``,
+    ``A += |g|``. ``weights``, ``errors``, ``abs_errors`` ``(R,)`` float32, in place; ``rows`` ``(B, P)`` int64
+    and ``slopes`` ``(B,)`` float32 as :func:`sgd_rows`, in the same order (a row used twice takes
+    both steps)."""
+    for i in range(rows.shape[0]):
+        g = slopes[i]
+        for p in range(rows.shape[1]):
+            _tc_step(weights, errors, abs_errors, rows[i, p], g, lr)
+
+
+@kernel
+def tc_entries(weights: np.ndarray, errors: np.ndarray, abs_errors: np.ndarray, entries: np.ndarray,
+               grads: np.ndarray, lr: float) -> None:
+    """:func:`tc_rows` on entries of a flat table: entry ``entries[k]`` (``(K,)`` int64) gets the gradient
+    ``grads[k]`` (``(K,)`` float32), in order (an entry whose gradient is 0 is left as it is)."""
+    for k in range(entries.shape[0]):
+        _tc_step(weights, errors, abs_errors, entries[k], grads[k], lr)
 
 
 @kernel

@@ -74,9 +74,8 @@ def _move(b, action, cells, scratch):
 @kernel
 def _chance(after, plies, weights, layout, log_rewards, gamma, table, generation, rows, cells, scratch):
     """``C(after, plies)`` of the module: V at the last ply, else the expectation over the spawns."""
-    runs, n_runs, offsets = layout
     if plies == 1:
-        features(after, runs, n_runs, offsets, rows)
+        features(after, layout, rows)
         return np.float64(gather(weights, rows))
     keys, tags, values = table
     slot = ((after * _HASH) >> np.uint64(32)) & np.uint64(keys.shape[0] - 1)  # (a power of two)
@@ -118,7 +117,7 @@ def expectimax(boards, depth, weights, layout, log_rewards, gamma, table, genera
     weights : (R,) float32
         The afterstate value tables (one value a row).
     layout : tuple
-        ``(runs, n_runs, offsets)`` of :func:`dqnlab.core.ntuple.layout`.
+        The :func:`dqnlab.core.ntuple.layout` of the network.
     log_rewards : bool
         Rewards as ``log2(1 + points)`` (the learner's ``reward_transform = "log"``).
     gamma : float
@@ -133,7 +132,7 @@ def expectimax(boards, depth, weights, layout, log_rewards, gamma, table, genera
     q : (N, 4) float64
         Out: each move's value ``r(s, a) + C(afterstate(s, a), depth)``; ``-inf`` for an illegal move.
     """
-    rows = np.empty(8 * layout[2].shape[0], np.int64)
+    rows = np.empty(8 * layout[2].shape[1], np.int64)
     cells = np.empty(16, np.uint8)
     scratch = np.empty(16, np.uint8)
     for n in range(boards.shape[0]):
@@ -147,7 +146,7 @@ def expectimax(boards, depth, weights, layout, log_rewards, gamma, table, genera
                 continue
             r = _reward(points, log_rewards)
             if depth == 1:  # the greedy player's float32 sum, so that its move is the same
-                features(after, layout[0], layout[1], layout[2], rows)
+                features(after, layout, rows)
                 q[n, a] = gather(weights, rows) + r
             else:
                 q[n, a] = r + _chance(after, depth, weights, layout, log_rewards, gamma, table, generation, rows,

@@ -32,7 +32,7 @@ from ..core import memory as core_memory
 from ..replay import FIELDS, Minibatch, PrioritizedReplayBuffer, ReplayBuffer, SumTree
 from .tasks import split_budget
 
-__all__ = ["Spec", "SharedArrays", "bind_agent", "SharedReplay", "SharedPrioritizedReplay", "LockedSumTree",
+__all__ = ["Spec", "SharedArrays", "OPTIMIZER_STATE", "bind_agent", "SharedReplay", "SharedPrioritizedReplay", "LockedSumTree",
            "shared_replay", "FileLock", "SharedBlock", "BlockHandle"]
 
 #: Array name -> (shape, dtype name).
@@ -162,25 +162,30 @@ class SharedArrays:
         return {name: self[name].copy() for name in self.spec}
 
 
-def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
-    """Make ``agent``'s online and target parameters, and its Adam state, views of ``arrays``.
+#: The per-weight state of each optimiser that has one, as ``shared``'s block holds it (``optimizer_0``,
+#: ``optimizer_1``; plain SGD has none).
+OPTIMIZER_STATE = {"adam": ("exp_avg", "exp_avg_sq"), "tc": ("errors", "abs_errors")}
 
-    After this, ``agent.step_optimizer()`` updates the shared ``theta`` (and Adam
-    moments) in place, and ``agent.sync_target()`` writes the shared ``target``.
+
+def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
+    """Make ``agent``'s online and target parameters, and its optimiser's state (Adam's moments,
+    temporal coherence's sums: :data:`OPTIMIZER_STATE`), views of ``arrays``.
+
+    After this, ``agent.step_optimizer()`` updates the shared ``theta`` (and the optimiser's
+    state) in place, and ``agent.sync_target()`` writes the shared ``target``.
     """
     off = 0
-    separate, adam = agent.target is not agent.online, agent.config.optimizer == "adam"
+    separate, keys = agent.target is not agent.online, OPTIMIZER_STATE.get(agent.config.optimizer, ())
     for i, (p, pt) in enumerate(zip(agent.online.parameters(), agent.target.parameters())):
         n = p.numel()
         p.data = torch.from_numpy(arrays["theta"][off:off + n]).view_as(p)
         if separate:
             pt.data = torch.from_numpy(arrays["target"][off:off + n]).view_as(pt)
-        if adam:
+        if keys:
             agent.optimizer.state[p] = {
-                "step": torch.from_numpy(arrays["adam_step"][i:i + 1]).view(()),
-                "exp_avg": torch.from_numpy(arrays["exp_avg"][off:off + n]).view_as(p),
-                "exp_avg_sq": torch.from_numpy(arrays["exp_avg_sq"][off:off + n]).view_as(p),
-            }
+                "step": torch.from_numpy(arrays["optimizer_step"][i:i + 1]).view(()),
+                **{key: torch.from_numpy(arrays[f"optimizer_{j}"][off:off + n]).view_as(p)
+                   for j, key in enumerate(keys)}}
         off += n
 
 

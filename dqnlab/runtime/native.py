@@ -18,12 +18,15 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..core import loops
-from ..core.ntuple import sparse_grad_norm
+from ..core.ntuple import placements, sparse_grad_norm
 
 __all__ = ["NativeLoop", "native_reason"]
 
 #: Episode records one chunk may fill before it returns to Python.
 RECORDS = 4096
+
+#: The sums of temporal coherence where there are none.
+_NONE = np.zeros(0, np.float32)
 
 
 def native_reason(config: TrainConfig, device: Any = "cpu") -> str | None:
@@ -76,7 +79,8 @@ class NativeLoop:
         self.learner = learner
         agent = learner.agent
         self.hp = loops.Hyper(
-            gamma=float(c.gamma), lr=float(c.lr), updates_per_env_step=float(c.updates_per_env_step),
+            gamma=float(c.gamma), lr=float(c.lr), tc=c.optimizer == "tc", tc_start=int(c.tc_start),
+            sgd_lr=float(c.tc_td_lr if c.optimizer == "tc" else c.lr), updates_per_env_step=float(c.updates_per_env_step),
             epsilon_start=float(c.epsilon_start), epsilon_end=float(c.epsilon_end),
             epsilon_decay_steps=float(c.epsilon_decay_steps), epsilon_decay_rate=float(c.epsilon_decay_rate or 0.0),
             invalid_move_reward=float(c.invalid_move_reward), huber=c.loss == "huber",
@@ -90,7 +94,7 @@ class NativeLoop:
         self.totals = (np.zeros(1, np.int64), np.zeros(1, np.int64)) if totals is None else totals
         self.me = me
         self.records = np.empty((max(RECORDS, c.n_envs), len(loops.RECORD_COLUMNS)), np.float64)  # (a step's games fit)
-        self.rows = np.zeros((c.batch_size, 8 * len(agent.online.placements[2])), np.int64)
+        self.rows = np.zeros((c.batch_size, placements(agent.online.placements)), np.int64)
         self.slopes = np.zeros(c.batch_size, np.float32)
         self.work: loops.Work | None = None  # (made for the replay the learner has when it first runs)
         self.ctr = np.zeros(len(loops.COUNTERS), np.int64)
@@ -175,6 +179,8 @@ class NativeLoop:
         ln._credit, ln.last_loss = float(times[0]), float(times[1])
         ln.timing["acting"] += float(times[2])
         ln.timing["learning"] += float(times[3])
+        if self.hp.tc:  # (the optimiser's step count, as its own steps keep it)
+            agent.optimizer.state[agent.online.weight]["step"] += agent.updates - updates_before
         if status == loops.NON_FINITE:
             raise FloatingPointError(f"non-finite TD loss ({float(times[1])}) at update {agent.updates + 1}")
         if agent.updates > updates_before:
@@ -182,10 +188,14 @@ class NativeLoop:
                                       "grad_norm": sparse_grad_norm(self.rows, self.slopes)})
 
     def _net(self) -> tuple:
-        """The weights (online, target: the same array when the target is the online network) and the
-        placements, read now (``shared`` binds the weights to its block after the learner is made)."""
+        """The weights (online, target: the same array when the target is the online network), the
+        placements and temporal coherence's sums (``optimizer = "tc"``), read now (``shared`` binds them to
+        its block after the learner is made)."""
         agent = self.learner.agent
-        return (_flat(agent.online.weight), _flat(agent.target.weight), *agent.online.placements)
+        online = agent.online.weight
+        tc = agent.optimizer.state[online] if self.hp.tc else None
+        errors, abs_errors = (_flat(tc["errors"]), _flat(tc["abs_errors"])) if tc else (_NONE, _NONE)
+        return _flat(online), _flat(agent.target.weight), agent.online.placements, errors, abs_errors
 
     def _log(self, count: int) -> None:
         """Append the chunk's ``count`` episode records to the learner's episodes."""

@@ -19,9 +19,9 @@ buffer, and trains the shared model on minibatches sampled from the whole buffer
 Everything lives in one ``multiprocessing.shared_memory`` block (see
 :func:`shared_layout`): the online parameters as one flat float32 vector that each
 worker's torch parameters view (``torch.from_numpy``), the target parameters (none
-when ``target_update == 1``: the target is the online network), the Adam moments and
-step counts (none with plain SGD, ``config.optimizer = "sgd"``, as the n-tuple presets
-train), the replay arrays, and counters. With Adam, **its state is shared**: with the
+when ``target_update == 1``: the target is the online network), the optimiser's state (Adam's
+moments and step counts, temporal coherence's sums; none with plain SGD, ``config.optimizer =
+"sgd"``, as the n-tuple presets train), the replay arrays, and counters. With Adam, **its state is shared**: with the
 lock this makes the K workers' updates exactly the updates of one Adam optimiser (the
 model is trained "linearly", whoever computes the step); A3C
 (Mnih et al. 2016) also found shared optimiser statistics more robust than
@@ -61,7 +61,7 @@ from typing import Any
 from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at
 from ..config import TrainConfig
 from ..options import SchemeOptions, option
-from ..parallel.shm import BlockHandle, SharedBlock, Spec, bind_agent, shared_replay
+from ..parallel.shm import OPTIMIZER_STATE, BlockHandle, SharedBlock, Spec, bind_agent, shared_replay
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
 from ..parallel.workers import LearnerCoordinator, LearnerWorker
@@ -186,10 +186,11 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
 def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: int) -> Spec:
     """The arrays of a ``shared`` run: model, optimiser, counters and replay.
 
-    ``theta``, ``target``, ``exp_avg``, ``exp_avg_sq``: ``(P,)`` float32 flat
-    parameter vectors (online, target, Adam moments; ``target`` is empty when the
-    target is the online network, ``target_update == 1``, and the moments are empty
-    with plain SGD); ``adam_step``: one float32 step count per parameter tensor;
+    ``theta``, ``target``, ``optimizer_0``, ``optimizer_1``: ``(P,)`` float32 flat
+    parameter vectors (online, target, the optimiser's state: Adam's moments or temporal
+    coherence's sums, :data:`~dqnlab.parallel.shm.OPTIMIZER_STATE`; ``target`` is empty when the
+    target is the online network, ``target_update == 1``, and the state is empty
+    with plain SGD); ``optimizer_step``: one float32 step count per parameter tensor;
     ``updates_total``, ``target_syncs``: ``(1,)`` int64
     shared counters; ``env_steps``, ``updates``: ``(K,)`` int64, each worker writes its
     own; replay arrays of capacity ``C = buffer_size`` as in :class:`~dqnlab.ReplayBuffer`
@@ -200,11 +201,11 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     """
     c, k = config.buffer_size, workers
     n_target = 0 if config.target_update == 1 else n_params
-    n_moments = n_params if config.optimizer == "adam" else 0
+    n_state = n_params if config.optimizer in OPTIMIZER_STATE else 0
     return {
         "theta": ((n_params,), "float32"), "target": ((n_target,), "float32"),
-        "exp_avg": ((n_moments,), "float32"), "exp_avg_sq": ((n_moments,), "float32"),
-        "adam_step": ((n_tensors,), "float32"),
+        "optimizer_0": ((n_state,), "float32"), "optimizer_1": ((n_state,), "float32"),
+        "optimizer_step": ((n_tensors,), "float32"),
         "updates_total": ((1,), "int64"), "target_syncs": ((1,), "int64"),
         "env_steps": ((k,), "int64"), "updates": ((k,), "int64"),
         **column_arrays(c), "seg_size": ((k,), "int64"), "seg_pos": ((k,), "int64"),

@@ -71,6 +71,11 @@ def assert_same_state(a, b):
     np.testing.assert_allclose(a.agent.target.weight.detach().numpy(), b.agent.target.weight.detach().numpy(),
                                **WEIGHT_TOL)
     assert (a.agent.target is a.agent.online) == (b.agent.target is b.agent.online)
+    if a.config.optimizer == "tc":  # temporal coherence's sums and step count
+        sa, sb = a.agent.optimizer.state[a.agent.online.weight], b.agent.optimizer.state[b.agent.online.weight]
+        for key in ("errors", "abs_errors"):
+            np.testing.assert_allclose(sa[key].numpy(), sb[key].numpy(), **WEIGHT_TOL, err_msg=key)
+        assert float(sa["step"]) == float(sb["step"]) == b.updates
     if not math.isnan(b.last_loss):
         assert a.last_loss == pytest.approx(b.last_loss, rel=1e-4)
     # what the schemes report: the last update's loss, mean trained value and gradient norm, epsilon, replay ratio
@@ -101,6 +106,10 @@ VARIANTS = {
     "replay of the last step": dict(buffer_size=N_ENVS, batch_size=N_ENVS),
     "last step, n_step=3, exploring, max_moves=40": dict(buffer_size=N_ENVS, batch_size=N_ENVS, n_step=3,
                                                          epsilon_start=0.3, epsilon_end=0.3, max_moves=40, lr=0.01),
+    # the n-tuple field's learning methods
+    "temporal coherence": dict(optimizer="tc", lr=0.2),
+    "TD then TC, optimistic": dict(optimizer="tc", lr=0.2, tc_start=30, tc_td_lr=0.02, initial_value=2000.0),
+    "multi-stage": dict(stages=(32, 128), lr=0.02),
 }
 
 
@@ -122,13 +131,13 @@ def test_the_row_cache_holds_the_rows_of_the_boards_the_next_act_plays():
     work = a.native.work
     cached = np.flatnonzero(work.cache_ok)
     assert len(cached) > N_ENVS // 4  # about 1 - 1/e of the boards are sampled by a step's update
-    runs, n_runs, offsets = a.agent.online.placements
+    layout = a.agent.online.placements
     rows, rewards, legal = (np.empty_like(work.cache_rows[0]), np.empty_like(work.cache_rewards[0]),
                             np.empty_like(work.cache_legal[0]))
     for i in cached:
         board = a.env.boards.reshape(N_ENVS, 16)[i]
         np.testing.assert_array_equal(work.cache_board[i], board)
-        afterstate_rows(board, runs, n_runs, offsets, False, np.empty(16, np.uint8), rows, rewards, legal)
+        afterstate_rows(board, layout, False, np.empty(16, np.uint8), rows, rewards, legal)
         np.testing.assert_array_equal(work.cache_legal[i], legal)
         np.testing.assert_array_equal(work.cache_rows[i][legal], rows[legal])
         np.testing.assert_array_equal(work.cache_rewards[i][legal], rewards[legal])

@@ -53,14 +53,14 @@ def reference_values(net, idx):
 
 def core_features(net, boards):
     out = np.empty((len(boards), 8 * len(net.tuples)), np.int64)
-    ntuple.feature_batch(np.ascontiguousarray(boards.reshape(len(boards), 16)), *net.placements, out)
+    ntuple.feature_batch(np.ascontiguousarray(boards.reshape(len(boards), 16)), net.placements, out)
     return out
 
 
 def test_the_network_has_the_sets_tuples(net):
     name = next(n for n in SETS if NTUPLE_SETS[n] == net.tuples)
-    _, n_runs, offsets = net.placements
-    assert len(offsets) == len(NTUPLE_SETS[name]) and (n_runs >= 1).all()
+    _, n_runs, offsets, stage_exps = net.placements
+    assert offsets.shape == (1, len(NTUPLE_SETS[name])) and (n_runs >= 1).all() and len(stage_exps) == 0
 
 
 @pytest.mark.parametrize("high", [15, 17])
@@ -79,7 +79,7 @@ def test_values_equal_embedding_bag(net):
     assert got.dtype == torch.float32 and got.shape == (300, net.outputs)
     np.testing.assert_allclose(got.numpy(), expected.numpy(), **TOL)
     out = np.empty((300, net.outputs), np.float32)
-    ntuple.values(boards.reshape(300, 16), net.weight.detach().numpy(), *net.placements, net.placement_columns, out)
+    ntuple.values(boards.reshape(300, 16), net.weight.detach().numpy(), net.placements, net.placement_columns, out)
     np.testing.assert_array_equal(out, got.numpy())
     with_grad = net(torch.from_numpy(boards))  # the torch path (a gradient is wanted)
     assert with_grad.requires_grad
@@ -166,6 +166,99 @@ def test_afterstate_values_are_reward_plus_the_afterstates_value(log_rewards):
     q = np.empty(4, np.float32)
     scratch = np.empty(16, np.uint8)
     for i, board in enumerate(boards):
-        any_legal = ntuple.afterstate_values(board.reshape(16), w.reshape(-1), *net.placements, log_rewards, scratch, q)
+        any_legal = ntuple.afterstate_values(board.reshape(16), w.reshape(-1), net.placements, log_rewards, scratch, q)
         assert any_legal == changed.reshape(-1, 4)[i].any()
         np.testing.assert_allclose(q, expected[i], **TOL)
+
+
+# --------------------------------------------------------------------------- the field's learning methods
+def test_the_8x6_set_reads_the_rows_of_its_tuples():
+    """The 8x6 set (tuples of three runs: the general feature path) reads the rows the powers of 16 give;
+    its tables are 537 MB (zeros, never touched here)."""
+    net = NTupleNetwork("8x6", 1)
+    assert net.weight.numel() * 4 == 8 * 16 ** 6 * 4 == 536_870_912
+    boards = random_boards(200, 7, 15)
+    np.testing.assert_array_equal(core_features(net, boards), reference_indices(net, boards).numpy())
+
+
+@pytest.mark.parametrize("cells, stage", [((1, 2, 3), 0), ((5,), 0), ((6,), 1), ((6, 9), 1), ((10,), 2),
+                                          ((14, 15), 2), ((16, 17), 2)])
+def test_a_board_reads_the_tables_of_its_stage(cells, stage):
+    """stages=(64, 1024): a board whose largest tile is below 64 reads set 0, 64..512 set 1, 1024 and up set 2
+    (exponents above 15 read as 15), on the core and on the torch path."""
+    plain, staged = NTupleNetwork("17x4", 1), NTupleNetwork("17x4", 1, stages=(64, 1024))
+    assert staged.weight.shape[0] == 3 * plain.weight.shape[0] == 3 * staged.set_rows
+    board = np.zeros((1, 4, 4), np.uint8)
+    board.reshape(16)[[0, 5, 10][:len(cells)]] = cells
+    expected = core_features(plain, board) + stage * staged.set_rows
+    np.testing.assert_array_equal(core_features(staged, board), expected)
+    cells_t = torch.from_numpy(board).reshape(1, 16).clamp(max=15)
+    torch_rows = cells_t.float().mm(staged.powers).long() + staged.offsets
+    torch_rows += (cells_t.amax(1, keepdim=True) >= staged.stage_exps).sum(1, keepdim=True) * staged.set_rows
+    np.testing.assert_array_equal(torch_rows.numpy(), expected)
+
+
+def test_a_staged_networks_values_equal_embedding_bag_over_its_stages_rows():
+    net = NTupleNetwork("17x4", 1, stages=(256,))
+    w = net.weight.detach().numpy()
+    np.random.default_rng(8).random(out=w, dtype=np.float32)
+    boards = random_boards(300, 8, 10)
+    rows = torch.from_numpy(core_features(net, boards))
+    assert (rows >= net.set_rows).any() and (rows < net.set_rows).any()
+    with torch.no_grad():
+        np.testing.assert_allclose(net(torch.from_numpy(boards)).numpy(), F.embedding_bag(rows, net.weight,
+                                                                                            mode="sum").numpy(), **TOL)
+
+
+@pytest.mark.parametrize("stages", [(), (128,)])
+def test_optimistic_tables_give_every_board_the_initial_value(stages):
+    net = NTupleNetwork("2x4+2x6", 1, initial_value=320_000.0, stages=stages)
+    boards = random_boards(50, 9, 12)
+    boards[0] = 0  # the empty board too
+    with torch.no_grad():
+        np.testing.assert_allclose(net(torch.from_numpy(boards)).numpy(), 320_000.0, rtol=1e-5)
+    assert net.weight[0, 0] == np.float32(320_000.0 / 32)
+
+
+def tc_reference(weights, errors, abs_errors, entries, grads, lr):
+    """Temporal coherence by hand, in plain Python floats: rate |E| / A (1 while A is 0), then E += g, A += |g|."""
+    w, e, a = weights.astype(float), errors.astype(float), abs_errors.astype(float)
+    for r, g in zip(entries, grads):
+        rate = abs(e[r]) / a[r] if a[r] > 0 else 1.0
+        w[r] -= lr * rate * g
+        e[r] += g
+        a[r] += abs(g)
+    return w, e, a
+
+
+def test_tc_rows_is_temporal_coherence_by_hand():
+    """Four weights: one whose errors keep their sign (its rate stays 1), one whose errors cancel (its rate falls
+    to 0), one read twice a sample; in float32 against a float64 hand computation and against numbers by hand."""
+    weights, errors, abs_errors = (np.zeros(4, np.float32) for _ in range(3))
+    rows = np.array([[0, 1, 2, 2], [0, 3, 2, 2], [0, 1, 2, 2]], np.int64)
+    slopes = np.array([1.0, -1.0, 1.0], np.float32)
+    expected = tc_reference(weights, errors, abs_errors, rows.reshape(-1), np.repeat(slopes, 4), 0.1)
+    ntuple.tc_rows(weights, errors, abs_errors, rows, slopes, 0.1)
+    for got, want in zip((weights, errors, abs_errors), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    # weight 0: g = 1, -1, 1 at rates 1, 1, |0|/2: -0.1 + 0.1 - 0 = 0; weight 1: g = 1, 1 at rates 1, 1
+    assert weights[0] == pytest.approx(0.0, abs=1e-7) and weights[1] == pytest.approx(-0.2)
+    assert weights[3] == pytest.approx(0.1)
+    # weight 2: g = 1, 1, -1, -1, 1, 1 at rates 1, 1, 1, 1/3, 0, 1/5
+    assert weights[2] == pytest.approx(-0.1 - 0.1 + 0.1 + 0.1 / 3 - 0.0 - 0.1 / 5, rel=1e-5)
+    assert (errors[2], abs_errors[2]) == (2.0, 6.0)
+
+
+def test_tc_entries_is_tc_rows_on_flat_entries():
+    rng = np.random.default_rng(10)
+    rows = rng.integers(0, 20, (30, 8))
+    slopes = rng.standard_normal(30).astype(np.float32)
+    a = [np.zeros(20, np.float32) for _ in range(3)]
+    b = [np.zeros(20, np.float32) for _ in range(3)]
+    ntuple.tc_rows(*a, rows, slopes, 0.3)
+    ntuple.tc_entries(*b, rows.reshape(-1), np.repeat(slopes, 8), 0.3)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    expected = tc_reference(*[np.zeros(20, np.float32) for _ in range(3)], rows.reshape(-1), np.repeat(slopes, 8), 0.3)
+    for x, want in zip(a, expected):
+        np.testing.assert_allclose(x, want, rtol=1e-4, atol=1e-5)

@@ -78,7 +78,7 @@ def test_depth_one_is_the_greedy_afterstate_move(net):
     actions, q = run(net, boards, 1)
     scratch, greedy = np.empty(16, np.uint8), np.empty(4, np.float32)
     for i, board in enumerate(boards):
-        afterstate_values(board, net.weight.detach().numpy().reshape(-1), *net.placements, False, scratch, greedy)
+        afterstate_values(board, net.weight.detach().numpy().reshape(-1), net.placements, False, scratch, greedy)
         assert np.array_equal(q[i], greedy.astype(np.float64))
         if np.isfinite(greedy).any():
             assert actions[i] == int(np.argmax(greedy))

@@ -1,0 +1,76 @@
+"""TemporalCoherence, the torch side of temporal coherence learning: its sparse step is the compiled kernel's
+on the gradient's entries in order, its dense step the same rule vectorised, its TD phase plain SGD."""
+
+import numpy as np
+import pytest
+import torch
+
+from dqnlab.agent.networks import NTupleNetwork
+from dqnlab.agent.optim import TemporalCoherence
+from dqnlab.core import ntuple
+
+
+def sparse_step(outputs, lr=0.3, td_updates=0, steps=3):
+    """An n-tuple network trained ``steps`` times by TemporalCoherence on the same minibatch's sparse gradient,
+    and the kernel's result on the same entries."""
+    net = NTupleNetwork("17x4", outputs)
+    opt = TemporalCoherence(net.parameters(), lr, td_updates=td_updates, td_lr=0.1)
+    rng = np.random.default_rng(outputs)
+    boards = torch.from_numpy(rng.integers(0, 5, (24, 4, 4)).astype(np.uint8))
+    grad = torch.from_numpy(rng.standard_normal((24, outputs)).astype(np.float32))
+    w, e, a = (np.zeros(net.weight.numel(), np.float32) for _ in range(3))
+    for step in range(steps):
+        inputs = []
+        with torch.no_grad():
+            net._forward(boards, inputs)
+        net.backprop(boards, inputs, grad)
+        entries = net.weight.grad.coalesce().indices()  # (only to check some rows repeat)
+        assert entries.shape[1] < inputs[0].numel()
+        flat = (inputs[0][:, :, None] * outputs + torch.arange(outputs)).reshape(-1) if outputs > 1 else \
+            inputs[0].reshape(-1)
+        values = net.weight.grad._values().reshape(-1)
+        if step < td_updates:
+            np.add.at(w, flat.numpy(), -0.1 * values.numpy())
+        else:
+            ntuple.tc_entries(w, e, a, flat.numpy(), values.numpy().copy(), lr)
+        opt.step()
+    return net, opt, (w, e, a)
+
+
+@pytest.mark.parametrize("outputs", [1, 4])
+def test_the_sparse_step_is_the_kernels_on_the_gradients_entries(outputs):
+    net, opt, (w, e, a) = sparse_step(outputs)
+    st = opt.state[net.weight]
+    np.testing.assert_allclose(net.weight.detach().numpy().reshape(-1), w, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(st["errors"].numpy().reshape(-1), e)
+    np.testing.assert_array_equal(st["abs_errors"].numpy().reshape(-1), a)
+    assert float(st["step"]) == 3 and (a > 0).any() and (np.abs(e) < a).any()  # some errors cancelled
+
+
+def test_the_td_phase_is_plain_sgd_and_leaves_the_sums_at_zero():
+    net, opt, (w, _, _) = sparse_step(1, td_updates=2, steps=2)
+    st = opt.state[net.weight]
+    np.testing.assert_allclose(net.weight.detach().numpy().reshape(-1), w, rtol=1e-6, atol=1e-7)
+    assert not st["errors"].any() and not st["abs_errors"].any()
+    net, opt, (w, _, _) = sparse_step(1, td_updates=2, steps=4)  # then TC
+    np.testing.assert_allclose(net.weight.detach().numpy().reshape(-1), w, rtol=1e-6, atol=1e-7)
+    assert opt.state[net.weight]["abs_errors"].any()
+
+
+def test_the_dense_step_is_the_same_rule():
+    p = torch.nn.Parameter(torch.zeros(5))
+    opt = TemporalCoherence([p], lr=0.5)
+    grads = [torch.tensor([1.0, 1.0, -1.0, 0.0, 2.0]), torch.tensor([1.0, -1.0, -1.0, 0.0, -2.0])]
+    w, e, a = (np.zeros(5, np.float32) for _ in range(3))
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+        ntuple.tc_entries(w, e, a, np.arange(5), g.numpy(), 0.5)
+    np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-6)
+    w = p.detach()
+    assert float(w[0]) == pytest.approx(-1.0) and float(w[1]) == pytest.approx(0.0) and float(w[3]) == 0.0
+
+
+def test_a_parameter_off_the_cpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="optimizer 'tc' runs on the CPU"):
+        TemporalCoherence([torch.nn.Parameter(torch.zeros(3, device="meta"))], lr=0.1)
