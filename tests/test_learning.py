@@ -369,8 +369,13 @@ def test_ntuple_independent_resume_gives_the_same_run_as_not_stopping(tmp_path):
     assert np.array_equal(whole.weights["weight"], resumed.weights["weight"])
 
 
-def test_ntuple_serial_resume_gives_the_same_run_as_not_stopping(tmp_path):
-    config = _small_ntuple(total_env_steps=1_600)
+#: Temporal coherence (its sums are optimiser state, checkpointed) after a TD phase, with two stages.
+_METHODS = dict(optimizer="tc", lr=0.1, tc_start=20, tc_td_lr=0.02, initial_value=500.0, stages=(64,))
+
+
+@pytest.mark.parametrize("methods", [{}, _METHODS], ids=["plain", "tc, stages"])
+def test_ntuple_serial_resume_gives_the_same_run_as_not_stopping(tmp_path, methods):
+    config = _small_ntuple(total_env_steps=1_600, **methods)
     whole = dqnlab.train("serial", config, progress=False)
     dqnlab.train("serial", config.replace(total_env_steps=800), progress=False, run_dir=tmp_path)
     resumed = dqnlab.train("serial", config, progress=False, resume=tmp_path)
@@ -379,9 +384,11 @@ def test_ntuple_serial_resume_gives_the_same_run_as_not_stopping(tmp_path):
     assert whole.episodes["score"].tolist() == resumed.episodes.sort_values(["worker", "episode"])["score"].tolist()
 
 
-def test_ntuple_shared_resume_gives_the_same_run_as_not_stopping(tmp_path):
-    """The shared block without target and Adam arrays (target_update 1, plain SGD) checkpoints and resumes."""
-    config = _small_ntuple(total_env_steps=1_600)
+@pytest.mark.parametrize("methods", [{}, _METHODS], ids=["plain", "tc, stages"])
+def test_ntuple_shared_resume_gives_the_same_run_as_not_stopping(tmp_path, methods):
+    """The shared block without target and optimiser arrays (target_update 1, plain SGD), or with temporal
+    coherence's sums, checkpoints and resumes."""
+    config = _small_ntuple(total_env_steps=1_600, **methods)
     whole = dqnlab.train("shared", config, workers=1, progress=False, lock=False)
     dqnlab.train("shared", config.replace(total_env_steps=800), workers=1, progress=False, lock=False,
                  run_dir=tmp_path)

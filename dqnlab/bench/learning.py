@@ -12,6 +12,7 @@ mean score reaches 10,000, and until the 2048 tile is made in half of the games.
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -205,8 +206,13 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
                    schemes: Sequence[str] = ("serial", "shared"),
                    workers: Sequence[int] = (1, 2), minutes: float = 10.0, points: Sequence[float] = POINTS,
                    games: int = 1_000, seeds: Sequence[int] = (0,), options: dict[str, dict[str, Any]] | None = None,
-                   progress: bool = False, variants: Sequence[str] = ("plain",)) -> dict[str, Any]:
+                   progress: bool = False, variants: Sequence[str] = ("plain",),
+                   keep: str | Path | None = None) -> dict[str, Any]:
     """Learning curves of every preset x variant x scheme x worker count (x seed), and their time to a player.
+
+    ``keep``: a folder to keep each configuration's run directory in (its last point's weights and checkpoint,
+    for ``evaluate``, ``play`` or ``bench search``), named ``preset[-variant][-options]-scheme-xK-seedS``; None: each is
+    removed after its curve.
 
     ``variants``: configuration variants of each preset (:func:`parse_variant`), e.g.
     ``("plain", "prioritized", "n_step=3", "prioritized+n_step=3")`` to see what prioritized
@@ -252,8 +258,11 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
         for extra in chosen:
             for scheme, k in runs:
                 for seed in seeds:
+                    opts = (options or {}).get(scheme)
+                    name = "-".join([preset] + [_options_text(o) for o in (extra, opts) if o] + [scheme, f"x{k}", f"seed{seed}"])
+                    run_dir = None if keep is None else Path(keep) / re.sub(r"[^A-Za-z0-9.=+_-]+", "_", name)
                     rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
-                                           options=(options or {}).get(scheme), progress=progress, variant=extra)
+                                           options=opts, progress=progress, variant=extra, run_dir=run_dir)
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 

@@ -27,9 +27,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "search":
         return _cmd_bench_search(args)
     if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.variants, args.figure,
-                                   args.lock, args.shared_threads)):
-        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --lock/--no-lock and "
-                         "--shared-threads apply only to 'bench learning' (--games also to 'bench search')")
+                                   args.lock, args.shared_threads, args.keep)):
+        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --lock/--no-lock, "
+                         "--shared-threads and --keep apply only to 'bench learning' (--games also to 'bench search')")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
         raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling' "
@@ -118,7 +118,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
             or args.no_keras or args.compile or args.threads != 1:
         raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
-                         "--seeds, --lock/--no-lock, --shared-threads, --write, --figure and --json")
+                         "--seeds, --lock/--no-lock, --shared-threads, --keep, --write, --figure and --json")
     from ..config import PRESETS
 
     presets = csv_items(args.presets, "default,cnn,mlp-afterstate,mlp")
@@ -135,7 +135,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     options = {"shared": shared} if shared else None
     res = bench_learning(presets, schemes, int_list(args.workers, "1,2", "--workers"),
                          minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds, options=options,
-                         progress=not args.json, variants=csv_items(args.variants, "plain"))
+                         progress=not args.json, variants=csv_items(args.variants, "plain"), keep=args.keep)
     command = "python -m dqnlab bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else ["learning"])
     if args.figure is not None:
         import matplotlib
@@ -145,7 +145,8 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
         learning_figure(res).savefig(args.figure, dpi=100)
     if args.write is not None:
         figure = None if args.figure is None else os.path.relpath(args.figure, args.write.parent)
-        write_section(args.write, f"learning {res['minutes']:g} min", learning_markdown(res, command, figure))
+        variants = "" if csv_items(args.variants, "plain") == ["plain"] else " (variants)"
+        write_section(args.write, f"learning {res['minutes']:g} min{variants}", learning_markdown(res, command, figure))
     if args.json:
         print(json.dumps(res, indent=2))
     else:

@@ -141,6 +141,8 @@ def _add_bench(sub) -> None:
     b.add_argument("--games", type=positive_int, help="learning: greedy games per evaluation (default 1000); "
                                                        "search: games at each depth (default 100)")
     b.add_argument("--run", type=Path, metavar="DIR", help="search: the run directory of the player")
+    b.add_argument("--keep", type=Path, metavar="DIR", help="learning: keep each configuration's run directory "
+                   "(its last weights and checkpoint) in DIR (default: removed after its curve)")
     b.add_argument("--depths", help=f"search: comma-separated plies, each 1..{MAX_SEARCH} (default 1,2)")
     b.add_argument("--seed", type=nonneg_int, help="search: seed of the games' tile spawns (default 1)")
     b.add_argument("--seeds", help="learning: comma-separated training seeds (default 0)")

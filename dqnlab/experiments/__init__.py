@@ -16,7 +16,17 @@ from .budgets import FULL, SMOKE, SMOKE_ENV, Budget, budget, chosen, explore_con
 from .compare import USER_CLAIMS, claims_table, compare_data, compare_figure
 from .game import game_data, game_figure
 from .independent import independent_data, independent_figure
-from .learning import REPLAY_VARIANTS, learning_config, learning_data, learning_figure, replay_data
+from .learning import (
+    METHOD_VARIANTS,
+    REPLAY_VARIANTS,
+    learning_config,
+    learning_data,
+    learning_figure,
+    methods_data,
+    replay_data,
+    step_size_figure,
+    step_sizes,
+)
 from .reproduce import NOTEBOOKS, Notebook, reproduce
 from .serial import project_days, serial_data, serial_figure, user_play_moves
 from .sharded import channels_table, sharded_data, sharded_figure
@@ -30,6 +40,7 @@ __all__ = [
     "independent_data", "independent_figure", "shared_data", "shared_figure", "sharded_data", "sharded_figure",
     "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
-    "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS",
+    "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
+    "METHOD_VARIANTS", "step_sizes", "step_size_figure",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

@@ -1,9 +1,13 @@
-"""Notebook 08, learning: the network families' learning curves, and what prioritized replay and
-n-step returns change (small ``bench learning`` runs)."""
+"""Notebook 08, learning: the network families' learning curves, what prioritized replay and
+n-step returns change, and what the n-tuple field's learning methods change (small ``bench learning``
+runs), with temporal coherence's step sizes drawn from a run's checkpoint."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_player
 from ..bench.learning import learning_figure as draw_learning_curves
@@ -12,12 +16,21 @@ from ..config import TrainConfig, family_preset
 from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
-__all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data"]
+__all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
+           "methods_data", "step_sizes", "step_size_figure"]
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
 #: Those of them a smoke run trains: plain replay, and both changes at once (every code path of the others).
 _SMOKE_REPLAY_VARIANTS = ("plain", "prioritized+n_step=3")
+#: The n-tuple field's learning methods notebook 08 compares on the ``default`` preset: temporal coherence (at
+#: lr 1, the field's meta step size of 1), optimistic initial values, both after a TD phase (OTD+TC), and
+#: two stages past the 8192 tile.
+METHOD_VARIANTS = ("plain", "optimizer=tc+lr=1.0", "initial_value=320000",
+                   "optimizer=tc+lr=1.0+initial_value=320000+tc_start=1000000+tc_td_lr=0.1",
+                   "optimizer=tc+lr=1.0+stages=8192")
+#: Those of them a smoke run trains: plain, and every method at once (on the smoke settings' small tables).
+_SMOKE_METHOD_VARIANTS = ("plain", "optimizer=tc+tc_start=20+initial_value=500+stages=64")
 
 
 def learning_config(network: str = "ntuple", afterstate: bool | None = None, augment_symmetry: bool | None = None,
@@ -99,10 +112,33 @@ def replay_data(minutes: float | None = None, games: int | None = None, seeds: t
         For a variant that is not ``TrainConfig`` fields (checked before anything trains).
     """
     b = chosen()
-    minutes, games, points = _learning_budget(b, minutes, games)
     variants = b.pick(REPLAY_VARIANTS, _SMOKE_REPLAY_VARIANTS) if variants is None else variants
-    extras = [parse_variant(v) for v in variants]
     base = learning_config("ntuple", b=b, **({} if b.smoke else {"ntuples": "17x4", "lr": 0.05}))
+    return _variants_data("ntuple-small", base, variants, b, minutes, games, seeds)
+
+
+def methods_data(minutes: float | None = None, games: int | None = None, seeds: tuple[int, ...] = (0,),
+                 variants: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Learning curves of the ``default`` preset (serial, 4x6 tuples) with each of the n-tuple field's
+    learning methods in ``variants`` (default :data:`METHOD_VARIANTS`: what ``python -m dqnlab bench
+    learning --presets default --schemes serial --variants ...`` measures with them; in smoke mode plain and
+    every method at once, on the smoke settings' small tables). Budget and result as :func:`replay_data`.
+
+    Raises
+    ------
+    ValueError
+        For a variant that is not ``TrainConfig`` fields (checked before anything trains).
+    """
+    b = chosen()
+    variants = b.pick(METHOD_VARIANTS, _SMOKE_METHOD_VARIANTS) if variants is None else variants
+    return _variants_data("default", learning_config("ntuple", b=b), variants, b, minutes, games, seeds)
+
+
+def _variants_data(preset: str, base: TrainConfig, variants: tuple[str, ...], b: Budget, minutes: float | None,
+                   games: int | None, seeds: tuple[int, ...]) -> dict[str, Any]:
+    """Serial learning curves of ``preset`` with ``base``'s fields and each of ``variants`` on top, each seed."""
+    minutes, games, points = _learning_budget(b, minutes, games)
+    extras = [parse_variant(v) for v in variants]
     overrides = {k: v for k, v in base.to_dict().items() if k not in ("seed", "max_seconds", "total_env_steps")}
     for extra in extras:
         base.replace(**extra)
@@ -111,11 +147,76 @@ def replay_data(minutes: float | None = None, games: int | None = None, seeds: t
     with RunsProgress(60.0 * minutes * len(extras) * len(seeds), f"{len(extras) * len(seeds)} runs") as bar:
         for extra, name in zip(extras, variants):
             for seed in seeds:
-                rows += learning_curve("ntuple-small", "serial", 1, minutes, points, games, seed=seed,
+                rows += learning_curve(preset, "serial", 1, minutes, points, games, seed=seed,
                                        overrides=overrides, variant=extra,
                                        callback=bar.run(f"{name}, seed {seed}", 60.0 * minutes))
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
+
+
+def step_sizes(run_dir: str | Path) -> dict[str, Any]:
+    """Temporal coherence's step sizes in a run's checkpoint (``optimizer = "tc"``; the first learner's, in a
+    scheme of several).
+
+    Returns ``rates`` ``(K,)`` float32, ``|E| / A`` of every table entry trained so far (the fraction of
+    ``lr`` it steps at now; one that was never trained steps at 1), and ``stage`` ``(K,)`` int64, the stage
+    whose tables hold it (``TrainConfig.stages``; 0 for a network of one stage).
+
+    Raises
+    ------
+    ValueError
+        If the run did not learn by temporal coherence (or holds no checkpoint: FileNotFoundError).
+    """
+    from ..config import resolve_tuples
+    from ..runtime.checkpoint import load_checkpoint
+
+    payload = load_checkpoint(run_dir)
+    sums = _find_sums(payload.get("state"))
+    if payload["config"].get("optimizer") != "tc" or sums is None:
+        raise ValueError(f"run_dir {str(run_dir)!r} holds no run trained with optimizer='tc'")
+    errors, abs_errors = (np.asarray(sums[k], np.float32).reshape(-1) for k in ("errors", "abs_errors"))
+    trained = np.flatnonzero(abs_errors > 0)
+    set_rows = sum(16 ** len(t) for t in resolve_tuples(payload["config"]["ntuples"]))
+    return {"rates": np.abs(errors[trained]) / abs_errors[trained], "stage": trained // set_rows,
+            "stages": tuple(payload["config"].get("stages", ()))}
+
+
+def _find_sums(obj: Any) -> Any:
+    """The first dict below ``obj`` that holds temporal coherence's ``errors`` and ``abs_errors``."""
+    if isinstance(obj, dict):
+        if "errors" in obj and "abs_errors" in obj:
+            return obj
+        children = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        children = obj
+    else:
+        return None
+    for child in children:
+        found = _find_sums(child)
+        if found is not None:
+            return found
+    return None
+
+
+def step_size_figure(run_dir: str | Path):
+    """08: temporal coherence's step sizes in a run (:func:`step_sizes`): how many trained entries step at
+    each fraction of ``lr`` (log scale), one line per stage, and how many entries each stage has trained."""
+    data = step_sizes(run_dir)
+    fig, (left, right) = new_figure(1, 2, figsize=(11, 3.6))
+    bins = np.logspace(-4, 0, 41)
+    names = [f"below {data['stages'][0]:,}" if data["stages"] else "all boards"]
+    names += [f"from {t:,}" for t in data["stages"]]
+    for k, name in enumerate(names):
+        rates = data["rates"][data["stage"] == k]
+        if len(rates):
+            left.hist(np.maximum(rates, bins[0]), bins=bins, histtype="step", label=f"stage {k} ({name})")
+    left.set(xscale="log", yscale="log", xlabel="step size |E| / A (fraction of lr)", ylabel="table entries",
+             title="temporal coherence: each entry's step size")
+    left.legend(fontsize=8)
+    counts = [int((data["stage"] == k).sum()) for k in range(len(names))]
+    right.bar([f"stage {k}" for k in range(len(names))], counts)
+    right.set(ylabel="table entries trained", title="the stage split")
+    return fig
 
 
 def _learning_budget(b: Budget, minutes: float | None, games: int | None

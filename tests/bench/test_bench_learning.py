@@ -70,3 +70,14 @@ def test_a_configuration_that_diverges_is_reported_and_the_bench_goes_on():
     assert rows[-1]["status"].startswith("failed") and "non-finite TD loss" in rows[-1]["status"]
     (ttp,) = time_to_player(rows)
     assert ttp["status"].startswith("failed") and ttp["minutes_to_10000"] is None
+
+
+def test_bench_learning_keeps_each_configurations_run_where_asked(tmp_path):
+    from dqnlab.bench.learning import bench_learning
+
+    res = bench_learning(["ntuple-small"], ["serial"], minutes=0.01, points=(1.0,), games=4, seeds=(3,),
+                         variants=("plain", "n_step=2"), keep=tmp_path)
+    assert len(res["time_to_player"]) == 2
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert kept == ["ntuple-small-n_step=2-serial-x1-seed3", "ntuple-small-serial-x1-seed3"]
+    assert all((tmp_path / name / "model.pt").exists() for name in kept)  # a player for evaluate / bench search
