@@ -341,6 +341,10 @@ class NTupleNetwork(nn.Module):
             out = np.empty((len(boards), core_ntuple.placements(self.placements)), np.int64)
             core_ntuple.feature_batch(boards.reshape(len(boards), 16).numpy(), self.placements, out)
             return torch.from_numpy(out)
+        return self.tensor_indices(boards)
+
+    def tensor_indices(self, boards: torch.Tensor) -> torch.Tensor:
+        """:meth:`indices` in tensor operations, on any device (a GPU's path; tested equal to the core's)."""
         cells = boards.reshape(len(boards), 16).clamp(max=MAX_TUPLE_EXPONENT)
         idx = cells.float().mm(self.powers).long().add_(self.offsets)
         if len(self.stage_exps):  # each board in its stage's tables
