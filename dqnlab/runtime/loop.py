@@ -123,6 +123,7 @@ class RunLoop:
         self.history: list[dict[str, float]] = ([dict(h) for h in resumed["history"]] if resumed else
                                                 [{"wall_time_s": 0.0, "env_steps": 0, "updates": 0}])
         self.status = "running"
+        self.ended: float | None = None  # time.perf_counter() when the loop first saw the run end
         self.abrupt = False  # a KeyboardInterrupt reached the scheme (maybe mid-step)
         self._steps_per_s = max(1.0, self.env_steps / self.elapsed) if resumed and self.elapsed > 0 else 1000.0
         self.tensorboard = None
@@ -140,8 +141,9 @@ class RunLoop:
 
     @property
     def elapsed(self) -> float:
-        """Wall time of the run in seconds (earlier sessions of a resumed run included)."""
-        return time.perf_counter() - self.t0
+        """Wall time of the run in seconds (earlier sessions of a resumed run included), up to the moment
+        :attr:`done` first turned true: the result and the final checkpoint, written after, give the same time."""
+        return (time.perf_counter() if self.ended is None else self.ended) - self.t0
 
     @property
     def done(self) -> bool:
@@ -150,12 +152,17 @@ class RunLoop:
             self.say("Ctrl-C: ending the run, keeping what it gathered (Ctrl-C again to stop waiting for the "
                      "workers' last reports)")
         if self.status != "running":
+            if self.ended is None:
+                self.ended = time.perf_counter()
             return True
         if self.config.total_env_steps is not None and self.env_steps >= self.config.total_env_steps:
             self.status = "completed"
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.status = "completed"
-        return self.status != "running"
+        if self.status != "running":
+            self.ended = time.perf_counter()
+            return True
+        return False
 
     def chunk_steps(self, granularity: int = 1) -> int:
         """Env steps to do before the next report: about ``report_every_s`` of work,

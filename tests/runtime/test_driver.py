@@ -57,3 +57,13 @@ def test_the_run_directory_is_written_once_at_the_end(tiny_config, tmp_path, mon
     run = dqnlab.train("serial", tiny_config.replace(total_env_steps=400), progress=False, run_dir=tmp_path)
     assert writes == ["checkpoint", "results"]  # the final checkpoint writes the result files with it, once
     assert run.extra["checkpoint"]["checkpoints_written"] == 1 and (tmp_path / "model.pt").exists()
+
+
+def test_the_run_clock_stops_when_the_run_ends_so_result_and_checkpoint_agree(tiny_config):
+    loop = RunLoop(tiny_config.replace(total_env_steps=None, max_seconds=0.01), progress=False)
+    time.sleep(0.02)
+    assert loop.done and loop.status == "completed"
+    ended = loop.elapsed
+    time.sleep(0.05)
+    assert loop.elapsed == ended and loop.state_dict()["elapsed"] == ended
+    assert ended >= 0.01
