@@ -33,11 +33,18 @@ PLAYER_SCORE, PLAYER_REACH_2048 = 10_000, 0.5
 
 
 _ROW_KEYS = ("preset", "network", "variant", "scheme", "workers", "options", "status", "seed", "minutes", "env_steps",
-             "updates", "score_mean", "score_median", "reach_1024", "reach_2048", "reach_4096", "eval_s")
+             "updates", "score_mean", "score_median", "reach_1024", "reach_2048", "reach_4096", "reach_8192",
+             "eval_s")
 
 
 def _options_text(options: dict[str, Any] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted((options or {}).items()))
+    """``k=v, ...`` sorted, each value as the command line writes it (``stages=8192,16384``, ``lr=0.5``)."""
+    def text(v: Any) -> str:
+        if isinstance(v, (tuple, list)):
+            return ",".join(map(text, v))
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    return ", ".join(f"{k}={text(v)}" for k, v in sorted((options or {}).items()))
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -111,7 +118,7 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
         ``"failed ..."`` and the reason, keeping the points before), ``seed``,
         ``minutes`` (training wall time so far; a point whose budget the run had already
         used when the previous one ended is left out), ``env_steps``, ``updates``,
-        ``score_mean``, ``score_median``, ``reach_1024``, ``reach_2048``, ``reach_4096``
+        ``score_mean``, ``score_median``, ``reach_1024``, ``reach_2048``, ``reach_4096``, ``reach_8192``
         (fractions of the games) and ``eval_s`` (seconds the evaluation took).
 
     Notes
@@ -165,7 +172,7 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
                          "seed": seed, "minutes": run.wall_time_s / 60.0, "env_steps": run.env_steps,
                          "updates": run.updates, "score_mean": s["score_mean"], "score_median": s["score_median"],
                          "reach_1024": ev.reach(1024), "reach_2048": ev.reach(2048), "reach_4096": ev.reach(4096),
-                         "eval_s": time.perf_counter() - t0})
+                         "reach_8192": ev.reach(8192), "eval_s": time.perf_counter() - t0})
             if run.status != "completed":  # stopped or interrupted: no further points
                 break
     return rows
@@ -300,10 +307,10 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
                                       "minutes": "minutes", "env_steps": "env steps", "updates": "updates",
                                       "score_mean": "mean score", "score_median": "median",
                                       "reach_1024": "1024", "reach_2048": "2048", "reach_4096": "4096",
-                                      "status": "status"},
+                                      "reach_8192": "8192", "status": "status"},
                         {"minutes": "{:.1f}", "env_steps": "{:,}", "updates": "{:,}", "score_mean": "{:,.0f}",
                          "score_median": "{:,.0f}", "reach_1024": "{:.0%}", "reach_2048": "{:.0%}",
-                         "reach_4096": "{:.0%}"})]
+                         "reach_4096": "{:.0%}", "reach_8192": "{:.0%}"})]
     return "\n".join(parts)
 
 

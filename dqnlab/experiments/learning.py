@@ -159,8 +159,9 @@ def step_sizes(run_dir: str | Path) -> dict[str, Any]:
     scheme of several).
 
     Returns ``rates`` ``(K,)`` float32, ``|E| / A`` of every table entry trained so far (the fraction of
-    ``lr`` it steps at now; one that was never trained steps at 1), and ``stage`` ``(K,)`` int64, the stage
-    whose tables hold it (``TrainConfig.stages``; 0 for a network of one stage).
+    ``lr`` it steps at now; one that was never trained steps at 1), ``trained`` ``(K,)`` float32, its ``A``
+    (the sum of the magnitudes of its errors: how much training it has had), and ``stage`` ``(K,)`` int64, the
+    stage whose tables hold it (``TrainConfig.stages``; 0 for a network of one stage).
 
     Raises
     ------
@@ -177,8 +178,8 @@ def step_sizes(run_dir: str | Path) -> dict[str, Any]:
     errors, abs_errors = (np.asarray(sums[k], np.float32).reshape(-1) for k in ("errors", "abs_errors"))
     trained = np.flatnonzero(abs_errors > 0)
     set_rows = sum(16 ** len(t) for t in resolve_tuples(payload["config"]["ntuples"]))
-    return {"rates": np.abs(errors[trained]) / abs_errors[trained], "stage": trained // set_rows,
-            "stages": tuple(payload["config"].get("stages", ()))}
+    return {"rates": np.abs(errors[trained]) / abs_errors[trained], "trained": abs_errors[trained],
+            "stage": trained // set_rows, "stages": tuple(payload["config"].get("stages", ()))}
 
 
 def _find_sums(obj: Any) -> Any:
@@ -199,19 +200,24 @@ def _find_sums(obj: Any) -> Any:
 
 
 def step_size_figure(run_dir: str | Path):
-    """08: temporal coherence's step sizes in a run (:func:`step_sizes`): how many trained entries step at
-    each fraction of ``lr`` (log scale), one line per stage, and how many entries each stage has trained."""
+    """08: temporal coherence's step sizes in a run (:func:`step_sizes`): the median step size (a fraction of
+    ``lr``) of the entries against how much training they have had (``A``, log bins), one line per stage, and
+    how many entries each stage has trained."""
     data = step_sizes(run_dir)
     fig, (left, right) = new_figure(1, 2, figsize=(11, 3.6))
-    bins = np.logspace(-4, 0, 41)
     names = [f"below {data['stages'][0]:,}" if data["stages"] else "all boards"]
     names += [f"from {t:,}" for t in data["stages"]]
+    trained = np.maximum(data["trained"], np.float32(1e-12))
+    edges = np.logspace(np.log10(trained.min()), np.log10(trained.max()) + 1e-6, 25)
     for k, name in enumerate(names):
-        rates = data["rates"][data["stage"] == k]
-        if len(rates):
-            left.hist(np.maximum(rates, bins[0]), bins=bins, histtype="step", label=f"stage {k} ({name})")
-    left.set(xscale="log", yscale="log", xlabel="step size |E| / A (fraction of lr)", ylabel="table entries",
-             title="temporal coherence: each entry's step size")
+        mine = data["stage"] == k
+        where = np.digitize(trained[mine], edges) - 1
+        used = np.unique(where)
+        if len(used):
+            medians = [float(np.median(data["rates"][mine][where == i])) for i in used]
+            left.plot(np.sqrt(edges[used] * edges[used + 1]), medians, marker=".", label=f"stage {k} ({name})")
+    left.set(xscale="log", yscale="log", xlabel="training the entry has had (A: the sum of its |errors|)",
+             ylabel="median step size |E| / A (fraction of lr)", title="temporal coherence: the step sizes")
     left.legend(fontsize=8)
     counts = [int((data["stage"] == k).sum()) for k in range(len(names))]
     right.bar([f"stage {k}" for k in range(len(names))], counts)

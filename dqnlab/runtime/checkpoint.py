@@ -109,7 +109,7 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
         return (_sparse(t.numpy(), tensor=True) if t.device.type == "cpu" and not t.is_sparse else None) \
-            or t.clone()
+            or (t if _owns_its_storage(t) else t.clone())
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, Mapping):
@@ -119,6 +119,13 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_encode(v) for v in obj]
     return obj
+
+
+def _owns_its_storage(t: torch.Tensor) -> bool:
+    """Whether ``t`` is the whole of its storage (torch.save writes a view's whole storage: a view is cloned
+    first; a whole tensor, a copy already -- the learners' states are copies -- is saved as it is)."""
+    return (not t.is_sparse and t.is_contiguous() and t.storage_offset() == 0
+            and t.untyped_storage().nbytes() == t.numel() * t.element_size())
 
 
 def _decode(obj: Any) -> Any:

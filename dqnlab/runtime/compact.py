@@ -29,13 +29,14 @@ def nonzero_entries(a: np.ndarray, rows: bool = False) -> np.ndarray | None:
         return None
     bits = np.ascontiguousarray(a).view(f"u{a.itemsize}")
     if rows:
-        index = np.flatnonzero(bits.reshape(len(a), -1).any(axis=1))
-        stored = index.size * (8 + a.itemsize * (a.size // max(len(a), 1)))
+        used = bits.reshape(len(a), -1).any(axis=1)
+        count, each = int(np.count_nonzero(used)), 8 + a.itemsize * (a.size // max(len(a), 1))
     else:
-        index = np.flatnonzero(bits.reshape(-1))
-        index = index.astype(np.int32) if a.size < 2**31 else index
-        stored = index.nbytes + index.size * a.itemsize
-    return index if stored < a.nbytes // 2 else None
+        used, count, each = bits.reshape(-1), int(np.count_nonzero(bits)), (4 if a.size < 2**31 else 8) + a.itemsize
+    if count * each >= a.nbytes // 2:
+        return None  # as dense as that (an optimistic table, say): said before any index is made
+    index = np.flatnonzero(used)
+    return index if rows or a.size >= 2**31 else index.astype(np.int32)
 
 
 def saved_tensor(a: np.ndarray) -> torch.Tensor:

@@ -14,7 +14,7 @@ def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
     assert [r["preset"] for r in rows] == ["ntuple"] * len(rows) and 1 <= len(rows) <= 2
     assert {r["variant"] for r in rows} == {"n_step=3, prioritized=True"}
     assert rows[-1]["minutes"] >= 0.06 * 0.99 and rows[-1]["env_steps"] > 0
-    assert all(0 <= r["reach_2048"] <= r["reach_1024"] <= 1 for r in rows)
+    assert all(0 <= r["reach_8192"] <= r["reach_4096"] <= r["reach_2048"] <= r["reach_1024"] <= 1 for r in rows)
     assert (tmp_path / "run" / "checkpoint.pt").exists()  # the run is kept where asked
     res = {"machine": machine_info(), "minutes": 0.06, "games": 20, "rows": rows,
            "time_to_player": time_to_player(rows)}
@@ -60,6 +60,11 @@ def test_parse_variant():
                                                                            "device": "cpu"}
     with pytest.raises(ValueError, match="variant 'n_step': each part"):
         parse_variant("n_step")  # not a bool: needs a value
+    # a variant is named as the command line writes it (the rows' "variant", a kept run's folder)
+    from dqnlab.bench.learning import _options_text
+
+    assert (_options_text(parse_variant("optimizer=tc+stages=8192,16384+initial_value=320000"))
+            == "initial_value=320000, optimizer=tc, stages=8192,16384")
 
 
 def test_a_configuration_that_diverges_is_reported_and_the_bench_goes_on():

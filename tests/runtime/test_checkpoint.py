@@ -284,6 +284,21 @@ def test_large_mostly_zero_tables_are_stored_by_their_non_zero_entries_and_come_
     assert "__sparse__" in raw["table"] and "__ndarray__" in raw["dense"]
 
 
+def test_a_table_is_stored_by_its_entries_only_below_half_its_dense_bytes():
+    from dqnlab.runtime.compact import SPARSE_MIN_SIZE, nonzero_entries
+
+    n = SPARSE_MIN_SIZE  # float32: 4n bytes dense; an entry costs 4 + 4 bytes, a row of one 8 + 4
+    for used, rows, sparse in [(n // 4 - 1, False, True), (n // 4, False, False),
+                               (n // 6 - 1, True, True), (n // 6 + 1, True, False)]:
+        a = np.zeros((n, 1), np.float32)
+        a[np.arange(used) * 3 % n] = 1.0
+        index = nonzero_entries(a, rows=rows)
+        assert (index is not None) == sparse, (used, rows)
+        if sparse:
+            assert index.dtype == (np.int64 if rows else np.int32)
+            assert index.tolist() == sorted(np.arange(used) * 3 % n)
+
+
 def test_checkpoints_of_the_first_format_still_load(tmp_path):
     from dqnlab.runtime.checkpoint import _encode
 
