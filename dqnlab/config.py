@@ -354,7 +354,9 @@ class TrainConfig:
 #:   weights between processes (``independent``, ``actors``, ``sharded``, ``averaged``), with the
 #:   former replay (256 boards, 20,000 slots, minibatches of 256: fewer updates to communicate);
 #:   its learning rate is scaled to its 136 placements.
-#: * ``default``: the best learner found on 2 CPU cores, today ``ntuple``.
+#: * ``default``: the best learner found on 2 CPU cores, today ``ntuple`` with temporal coherence
+#:   (``optimizer="tc"``, ``lr=1.0``: Jaśkowski 2018's meta step size for its 32 placements and minibatches of
+#:   64), which learns faster than fixed-step TD(0) from the first minutes on (``docs/learning.md``).
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(
         n_envs=1, max_moves=1_000, invalid_move_reward=-25.0, mask_illegal=False,
@@ -387,7 +389,7 @@ PRESETS["mlp-afterstate"] = {**PRESETS["mlp"], "afterstate": True, "augment_symm
                              "epsilon_end": 0.0, "epsilon_decay_steps": 100_000, "learning_starts": 5_000}
 PRESETS["ntuple-small"] = {**PRESETS["ntuple"], "ntuples": "17x4", "lr": 0.05, "n_envs": 256, "buffer_size": 20_000,
                            "batch_size": 256, "learning_starts": 20_000}
-PRESETS["default"] = PRESETS["ntuple"]
+PRESETS["default"] = {**PRESETS["ntuple"], "optimizer": "tc", "lr": 1.0}
 
 
 def family_preset(network: str, afterstate: bool | None = None) -> str:

@@ -49,6 +49,13 @@ def test_seed_preset_is_the_users_trainer():
     assert (c.max_moves, c.invalid_move_reward, c.mask_illegal) == (1_000, -25.0, False)
 
 
+def test_default_preset_is_the_ntuple_learner_with_temporal_coherence():
+    default, plain = TrainConfig.preset("default"), TrainConfig.preset("ntuple")
+    assert (default.network, default.ntuples, default.optimizer, default.lr) == ("ntuple", "4x6", "tc", 1.0)
+    assert (plain.optimizer, plain.lr) == ("sgd", 0.2)  # plain TD(0), the baseline the methods are measured on
+    assert default.replace(optimizer="sgd", lr=0.2) == plain
+
+
 def test_round_trip_and_replace():
     c = TrainConfig.preset("default", seed=3)
     assert TrainConfig.from_dict(c.to_dict()) == c

@@ -144,16 +144,17 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="dqnlab-learning-") as tmp:
         where = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
-        run = None
+        run, trained_s = None, None
         for point in points:
             budget = config.replace(max_seconds=point * minutes * 60.0)
-            if run is not None and run.wall_time_s >= budget.max_seconds:
+            if trained_s is not None and trained_s >= budget.max_seconds:
                 continue  # the previous segment ran past this point already
             try:
-                if run is None:
+                if trained_s is None:
                     run = train(scheme, budget, workers=workers, progress=progress, run_dir=where,
                                 callback=callback, **(options or {}))
                 else:
+                    run = None  # (its weights: freed before the next segment loads its own)
                     run = train(resume=where, config=budget, progress=progress, callback=callback)
             except WorkerError as e:  # diverged or a worker died: keep the points so far, say why
                 if rows:
@@ -163,6 +164,7 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
                                  "variant": _options_text(variant), "scheme": scheme, "workers": workers, "options": _options_text(options),
                                  "seed": seed, "status": f"failed before the first point: {e.message}"})
                 break
+            trained_s = run.wall_time_s
             t0 = time.perf_counter()
             ev = evaluate(run, games=games, seed=eval_seed)
             s = ev.summary()

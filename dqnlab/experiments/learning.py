@@ -23,9 +23,9 @@ __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIAN
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
 #: Those of them a smoke run trains: plain replay, and both changes at once (every code path of the others).
 _SMOKE_REPLAY_VARIANTS = ("plain", "prioritized+n_step=3")
-#: The n-tuple field's learning methods notebook 08 compares on the ``default`` preset: temporal coherence (at
-#: lr 1, the field's meta step size of 1), optimistic initial values, both after a TD phase (OTD+TC), and
-#: two stages past the 8192 tile.
+#: The n-tuple field's learning methods notebook 08 compares on the ``ntuple`` preset (plain TD(0)): temporal
+#: coherence at lr 1, the field's meta step size of 1 (the ``default`` preset), optimistic initial values, both
+#: after a TD phase (OTD+TC), and two stages past the 8192 tile.
 METHOD_VARIANTS = ("plain", "optimizer=tc+lr=1.0", "initial_value=320000",
                    "optimizer=tc+lr=1.0+initial_value=320000+tc_start=1000000+tc_td_lr=0.1",
                    "optimizer=tc+lr=1.0+stages=8192")
@@ -119,9 +119,9 @@ def replay_data(minutes: float | None = None, games: int | None = None, seeds: t
 
 def methods_data(minutes: float | None = None, games: int | None = None, seeds: tuple[int, ...] = (0,),
                  variants: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Learning curves of the ``default`` preset (serial, 4x6 tuples) with each of the n-tuple field's
+    """Learning curves of the ``ntuple`` preset (serial, 4x6 tuples, plain TD(0)) with each of the n-tuple field's
     learning methods in ``variants`` (default :data:`METHOD_VARIANTS`: what ``python -m dqnlab bench
-    learning --presets default --schemes serial --variants ...`` measures with them; in smoke mode plain and
+    learning --presets ntuple --schemes serial --variants ...`` measures with them; in smoke mode plain and
     every method at once, on the smoke settings' small tables). Budget and result as :func:`replay_data`.
 
     Raises
@@ -131,7 +131,7 @@ def methods_data(minutes: float | None = None, games: int | None = None, seeds: 
     """
     b = chosen()
     variants = b.pick(METHOD_VARIANTS, _SMOKE_METHOD_VARIANTS) if variants is None else variants
-    return _variants_data("default", learning_config("ntuple", b=b), variants, b, minutes, games, seeds)
+    return _variants_data("ntuple", learning_config("ntuple", b=b), variants, b, minutes, games, seeds)
 
 
 def _variants_data(preset: str, base: TrainConfig, variants: tuple[str, ...], b: Budget, minutes: float | None,

@@ -87,7 +87,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     """
     learner = Learner(config, worker=0)
     learner.samples_per_update = extra["effective_batch"]  # sharded: B, in shards; averaged: K minibatches of B
-    saved = checkpoint.state if checkpoint is not None else None
+    saved = checkpoint.take_state() if checkpoint is not None else None
     if saved is not None:
         learner.load_state_dict(saved["learner"])
     comm = open_comm(options, replica, learner.agent, workers, fault, saved)

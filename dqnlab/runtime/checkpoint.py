@@ -300,10 +300,11 @@ class Checkpointer:
         self.last_env_steps: int | None = None
         self.resumes = int(resumed.get("resumes", 0)) + 1 if resumed else 0
 
-    @property
-    def state(self) -> Any:
-        """The scheme's state to restore (None for a fresh run)."""
-        return None if self.resumed is None else self.resumed["state"]
+    def take_state(self) -> Any:
+        """The scheme's state to restore (None for a fresh run), handed over once: the checkpointer keeps no
+        reference to it, so the copies it holds (a learner's tables, 268 MB each for 4x6 tuples) are freed as
+        soon as the scheme has loaded them, not kept for the whole run."""
+        return None if self.resumed is None else self.resumed.pop("state", None)
 
     @property
     def loop_state(self) -> dict[str, Any] | None:

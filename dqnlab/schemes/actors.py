@@ -233,11 +233,11 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                 "actor_epsilon": options.actor_epsilon if isinstance(options.actor_epsilon, str) else list(epsilons),
                 "lockstep": options.lockstep}
     learner = _CentralLearner(config, workers, options.weights_every, min_ratio, options.lockstep)
-    resumed = _checkpoint.state if _checkpoint is not None else None
+    resumed = _checkpoint.take_state() if _checkpoint is not None else None
     if resumed is not None:
         if len(resumed["actors"]) != workers:
             raise ValueError(f"checkpoint of {len(resumed['actors'])} actors, not {workers}")
-        learner.load_state_dict(resumed["learner"], resumed["actors"])
+        learner.load_state_dict(resumed.pop("learner"), resumed["actors"])
 
     def result(status: str | None = None) -> RunResult:
         return learner.result(loop, reported, status, remote)

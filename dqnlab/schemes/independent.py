@@ -153,7 +153,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     budgets = split_budget(config.total_env_steps, workers)
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()  # every learner starts here
     parent = _IndependentCoordinator(workers, config.batch_size, init, options.sync, options.temperature)
-    resumed = _checkpoint.state if _checkpoint is not None else None
+    resumed = _checkpoint.take_state() if _checkpoint is not None else None
     if resumed is not None:
         parent.restore(resumed)
 

@@ -65,8 +65,9 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if workers != 1:
         raise ValueError(f"workers must be 1 for the serial scheme, got {workers!r}")
     learner = Learner(config, device=config.device)
-    if _checkpoint is not None and _checkpoint.state is not None:
-        learner.load_state_dict(_checkpoint.state["learner"])
+    resumed = _checkpoint.take_state() if _checkpoint is not None else None
+    if resumed is not None:
+        learner.load_state_dict(resumed.pop("learner"))
 
     def time_split() -> dict[str, float]:
         return {**learner.timing, "communication": 0.0}

@@ -153,7 +153,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.prioritized and sys.platform == "win32":
         raise ValueError("shared with prioritized replay needs a POSIX system (fcntl: the priority tree's lock)")
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
-    resumed = _checkpoint.state if _checkpoint is not None else None
+    resumed = _checkpoint.take_state() if _checkpoint is not None else None
     model = init.online.state_dict()
     layout = shared_layout(config, workers, sum(v.numel() for v in model.values()), len(model))
     # (threads: the block in this process's memory, on huge pages where the OS offers them)
@@ -162,7 +162,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         if resumed is None:  # the model every worker trains starts as learner 0's would
             block.set_model(init.get_weights())
         else:  # the block as it was, and the parent's view of each worker
-            block.load(resumed["arrays"])
+            block.load(resumed.pop("arrays"))
             parent.restore(resumed)
 
         def result(status: str | None = None) -> RunResult:
