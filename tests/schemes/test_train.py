@@ -28,6 +28,37 @@ def test_serial_run_accounts_for_every_step_and_update(tiny_config):
     assert set(np.log2(run.episodes["max_tile"])) <= set(range(1, 18))
 
 
+@pytest.mark.parametrize("scheme,workers,options", [("serial", 1, {}), ("shared", 2, {"threads": True})])
+def test_a_finished_run_frees_its_networks_at_once(scheme, workers, options, monkeypatch):
+    """The tables of a run that has returned are freed then, not at the cycle collector's next full pass (the
+    learner, its loop and the loop's snapshot closure refer to each other): with automatic collection off, no
+    network the run made is alive after train() returns."""
+    import gc
+    import weakref
+
+    import dqnlab.agent.dqn as dqn_module
+
+    made = []
+    real = dqn_module.make_network
+
+    def recorded(*a, **k):
+        net = real(*a, **k)
+        made.append(weakref.ref(net))
+        return net
+
+    monkeypatch.setattr(dqn_module, "make_network", recorded)  # (every agent's networks are made there)
+    config = TrainConfig.preset("ntuple-small", total_env_steps=600, n_envs=8, buffer_size=500, batch_size=16,
+                                learning_starts=64)
+    gc.collect()
+    gc.disable()
+    try:
+        run = train(scheme, config, workers=workers, progress=False, **options)
+        assert made and run.updates > 0
+        assert [ref for ref in made if ref() is not None] == []
+    finally:
+        gc.enable()
+
+
 def test_serial_is_deterministic_for_a_seed(tiny_config):
     a = train("serial", tiny_config, progress=False)
     b = train("serial", tiny_config, progress=False)
