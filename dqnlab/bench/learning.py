@@ -320,7 +320,8 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
     """Minutes of training vs greedy mean score and the share of games reaching 1024, 2048 and 4096
     (one line per configuration) on four ``axes`` (new ones on a matplotlib Figure when None);
     returns the figure. A colour per preset and variant, a line style per scheme (and its
-    options and workers), a marker per seed; the legend goes under the axes."""
+    options and workers), a marker per seed; the legend goes in the first axes for up to 3 short names, else
+    under the axes (Axes made by the caller must belong to a figure with a constrained layout for that)."""
     if axes is None:
         from matplotlib.figure import Figure
 
@@ -353,10 +354,11 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
     for ax in axes[1:]:
         ax.set_ylim(-0.02, 1.02)
     fig = axes[0].figure
-    if len(curves) <= 6:
+    handles, labels = axes[0].get_legend_handles_labels()
+    if len(curves) <= 3 and max(map(len, labels), default=0) <= 40:
         axes[0].legend(fontsize=7)
-    else:  # many curves: a legend of its own under the axes
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(curves)), fontsize=7)
-        fig.set_figheight(fig.get_figheight() + 0.18 * -(-len(curves) // 4) + 0.3)
+    else:  # many curves, or long names: a legend of its own under the axes, not over the first one's curves
+        ncol = min(2 if max(map(len, labels)) > 60 else 4, len(curves))
+        fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=7)
+        fig.set_figheight(fig.get_figheight() + 0.18 * -(-len(curves) // ncol) + 0.3)
     return fig
