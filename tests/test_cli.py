@@ -195,7 +195,7 @@ def test_help_shows_every_field_and_option_with_its_doc(capsys):
         assert spec.flag in text and " ".join(spec.doc.split()) in text, spec.name
     assert "--double-dqn, --no-double-dqn" in text and "--hidden N,N,..." in text and "--max-moves N|none" in text
     assert "independent options (only with --scheme independent)" in text
-    assert "(updates; an integer >= 1; default 500)" in text and "(a number in (0, 1]; only with --sync final; " in text
+    assert "(updates; an integer >= 1 or None; default none)" in text and "(a number in (0, 1]; only with --sync final; " in text
     assert "{none,periodic,final,weighted,best}" in text
 
 

@@ -589,6 +589,14 @@ class DQNAgent:
             return {k: v.detach().cpu().numpy() for k, v in self.online.state_dict().items()}
         return {k: v.detach().numpy().copy() for k, v in self.online.state_dict().items()}
 
+    def weight_views(self) -> dict[str, np.ndarray]:
+        """The online network's parameters as float32 NumPy arrays by name: on the CPU the parameters'
+        own memory (what is written there is the network's; call :meth:`refresh_acting` after), on a GPU
+        copies (give them back with :meth:`set_weights`)."""
+        if self.device.type != "cpu":
+            return self.get_weights()
+        return {k: v.detach().numpy() for k, v in self.online.state_dict().items()}
+
     def set_weights(self, weights: dict[str, np.ndarray], target: bool = False) -> None:
         """Load :meth:`get_weights` output into the online network (and the target if asked).
 

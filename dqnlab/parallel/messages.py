@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .weights import Changes
 
 __all__ = ["Hello", "Heartbeat", "Failed", "StateReply", "Report", "SyncPost", "ActorData",
            "Stop", "Checkpoint", "Checkpointed", "NewWeights", "Throttle",
@@ -93,9 +96,10 @@ class Report:
     diagnostics : dict of str to float
         Its :data:`~dqnlab.runtime.loop.DIAGNOSTICS`.
     extra : dict
-        The scheme's own counters (``independent``: ``score``; ``shared``: ``lock_wait_s``).
+        The scheme's own counters (``independent``: ``score``, ``bytes_sent``; ``shared``: ``lock_wait_s``).
     weights : dict or None
-        Its final weights (``done``, schemes whose learners each hold a model).
+        Its final weights (``done``, schemes whose learners each hold a model; ``independent``: as
+        :data:`~dqnlab.parallel.weights.Changes` from the learners' common weights).
     state : any
         Its final checkpoint state (``done``, runs that checkpoint).
     """
@@ -109,18 +113,19 @@ class Report:
     comm_s: float
     diagnostics: dict
     extra: dict = field(default_factory=dict)
-    weights: WeightDict | None = None
+    weights: WeightDict | Changes | None = None
     state: Any = None
 
 
 @dataclass(frozen=True)
 class SyncPost:
-    """An ``independent`` learner checks in at sync round ``round`` (``active``: it waits for weights)."""
+    """An ``independent`` learner checks in at sync round ``round`` (``active``: it waits for weights) with
+    its weights' ``changes`` from the learners' last common weights."""
 
     worker: int
     round: int
     active: bool
-    weights: WeightDict
+    changes: Changes
     score: float
     env_steps: int
     updates: int
@@ -176,9 +181,11 @@ class Checkpointed:
 
 @dataclass(frozen=True)
 class NewWeights:
-    """New weights (None: keep yours); ``version``: the learner update they are from (``actors``)."""
+    """New weights (None: keep yours; ``independent``: the combined weights as
+    :data:`~dqnlab.parallel.weights.Changes` from the learners' common ones); ``version``: the learner update
+    they are from (``actors``)."""
 
-    weights: WeightDict | None
+    weights: WeightDict | Changes | None
     version: int = 0
 
 

@@ -1,4 +1,5 @@
-"""Weight maths: averaging, divergence, and the optimiser state as NumPy (to ship and average)."""
+"""Weight maths: averaging, the entries that changed since a common base (what learners that sync ship),
+divergence, and the optimiser state as NumPy (to ship and average)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import torch
 
 from ..agent.dqn import DQNAgent
 
-__all__ = ["Weights", "average_weights", "normalised_coefficients", "divergence",
-           "optimizer_state", "load_optimizer_state", "average_optimizer_states"]
+__all__ = ["Weights", "Changes", "average_weights", "normalised_coefficients", "changed_entries", "combine_changes",
+           "apply_changes", "changes_nbytes", "divergence", "optimizer_state", "load_optimizer_state",
+           "average_optimizer_states"]
 
 #: Elements of a parameter averaged (or compared) at a time, in float64: an n-tuple table needs no
 #: temporaries of its own size.
@@ -20,6 +22,15 @@ CHUNK = 1 << 16
 
 #: A network's parameters by name (:meth:`DQNAgent.get_weights`).
 Weights = dict[str, np.ndarray]
+
+#: A network's parameters where they differ from a base both sides hold (:func:`changed_entries`): per name,
+#: ``(index, values)`` -- the flat indices (int64, increasing) of the entries that changed and their float32
+#: values now -- or ``(None, values)``, the whole parameter, where most of it changed. An n-tuple network
+#: trained for a few seconds changes a few per cent of its 67M entries: this is what keeps its syncs small.
+Changes = dict[str, tuple[np.ndarray | None, np.ndarray]]
+
+#: A parameter of which more than this share of the entries changed travels whole (indices would cost more).
+DENSE_SHARE = 1 / 3
 
 
 def average_weights(weights: Sequence[Weights], coefficients: Sequence[float] | np.ndarray | None = None) -> Weights:
@@ -83,8 +94,103 @@ def normalised_coefficients(k: int, coefficients: Sequence[float] | np.ndarray |
     return c / c.sum()
 
 
-def divergence(weights: Sequence[Weights]) -> tuple[float, float]:
-    """How far K learners have drifted apart.
+def changed_entries(weights: Weights, base: Weights) -> Changes:
+    """The entries of ``weights`` that differ from ``base`` (same names and shapes), as :data:`Changes`.
+
+    Bit-level difference (NaN counts as changed); a parameter with more than :data:`DENSE_SHARE` of its
+    entries changed is given whole. ``weights`` may be views of a live network: the values are copied.
+    """
+    out: Changes = {}
+    for n, w in weights.items():
+        flat, old = np.asarray(w).reshape(-1), np.asarray(base[n]).reshape(-1)
+        index = np.flatnonzero(flat.view(np.uint32) != old.view(np.uint32)) if flat.dtype == np.float32 \
+            else np.flatnonzero(flat != old)
+        out[n] = ((None, np.array(w, np.float32, copy=True)) if index.size > DENSE_SHARE * flat.size
+                  else (index, flat[index].astype(np.float32)))
+    return out
+
+
+def apply_changes(weights: Weights, changes: Changes) -> None:
+    """Write ``changes`` into ``weights`` in place (each array, or a view of a network's parameter, keeps its
+    memory): ``w.flat[index] = values``, or the whole parameter."""
+    for n, (index, values) in changes.items():
+        flat = weights[n].reshape(-1)
+        assert np.shares_memory(flat, weights[n])
+        if index is None:
+            flat[:] = values.reshape(-1)
+        else:
+            flat[index] = values
+
+
+def changes_nbytes(changes: Changes) -> int:
+    """Bytes of ``changes``' arrays (what a sync ships, before pickling)."""
+    return sum(v.nbytes + (0 if i is None else i.nbytes) for i, v in changes.values())
+
+
+def _on_union(base: Weights, changes: Sequence[Changes]) -> dict[str, tuple[np.ndarray | None, np.ndarray]]:
+    """Per name: the entries any learner changed (None: all) and the ``(K, entries)`` float32 values every
+    learner has there (its own where it changed them, else the base's)."""
+    out = {}
+    for n, b in base.items():
+        parts = [c[n] for c in changes]
+        flat = np.asarray(b).reshape(-1)
+        if any(index is None for index, _ in parts):
+            union = None
+            rows = np.stack([values.reshape(-1) if index is None else _with(flat, index, values)
+                             for index, values in parts])
+        else:
+            mask = np.zeros(flat.size, bool)
+            for index, _ in parts:
+                mask[index] = True
+            union = np.flatnonzero(mask)
+            rows = np.empty((len(parts), union.size), np.float32)
+            for row, (index, values) in zip(rows, parts):
+                row[:] = flat[union]
+                row[np.searchsorted(union, index)] = values
+        out[n] = (union, rows)
+    return out
+
+
+def _square_sum(x: np.ndarray) -> float:
+    """``sum(x**2)`` in float64, a chunk at a time (no table-sized temporaries)."""
+    return float(sum(np.dot(c, c) for c in (x[lo:lo + CHUNK].astype(np.float64) for lo in range(0, x.size, CHUNK))))
+
+
+def _with(flat: np.ndarray, index: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``flat`` with ``values`` at ``index`` (a copy)."""
+    out = np.array(flat, np.float32, copy=True)
+    out[index] = values
+    return out
+
+
+def combine_changes(base: Weights, changes: Sequence[Changes],
+                    coefficients: Sequence[float] | np.ndarray | None = None) -> Changes:
+    """The weighted average ``sum_k c_k w_k`` of K learners, each ``base`` with its ``changes``, as the
+    changes every learner applies (:func:`apply_changes`) to come out equal: on every entry any of them
+    changed. The same float32 values :func:`average_weights` gives for the learners' whole weights (a
+    one-hot ``coefficients`` copies that learner's values exactly).
+
+    Raises
+    ------
+    ValueError
+        If ``changes`` is empty, or the coefficients are not K finite non-negative numbers with a
+        positive sum.
+    """
+    if len(changes) == 0:
+        raise ValueError("combine_changes needs at least one learner's changes")
+    c = normalised_coefficients(len(changes), coefficients)
+    out: Changes = {}
+    for n, (union, rows) in _on_union(base, changes).items():
+        mean = np.zeros(rows.shape[1])
+        for ck, row in zip(c, rows):
+            mean += ck * row.astype(np.float64)
+        mean = mean.astype(np.float32)
+        out[n] = (union, mean) if union is not None else (None, mean.reshape(np.shape(base[n])))
+    return out
+
+
+def divergence(base: Weights, changes: Sequence[Changes]) -> tuple[float, float]:
+    """How far K learners, each ``base`` with its ``changes``, have drifted apart.
 
     Returns
     -------
@@ -93,15 +199,16 @@ def divergence(weights: Sequence[Weights]) -> tuple[float, float]:
         distance of each flattened parameter vector to their mean; ``relative``:
         ``mean_l2 / ||theta_bar||_2``. Both 0 when the learners are identical.
     """
-    square = np.zeros(len(weights))  # ||theta_k - theta_bar||^2, summed over chunks of each parameter
+    square = np.zeros(len(changes))  # ||theta_k - theta_bar||^2, summed over the parameters
     mean_square = 0.0
-    for n in weights[0]:
-        parts = [np.asarray(w[n]).reshape(-1) for w in weights]
-        for lo in range(0, parts[0].size, CHUNK):
-            chunk = np.stack([p[lo:lo + CHUNK] for p in parts]).astype(np.float64)
-            mean = chunk.mean(axis=0)
-            square += ((chunk - mean) ** 2).sum(axis=1)
-            mean_square += float(mean @ mean)
+    for n, (union, rows) in _on_union(base, changes).items():
+        rows = rows.astype(np.float64)
+        mean = rows.mean(axis=0)
+        square += ((rows - mean) ** 2).sum(axis=1)
+        mean_square += float(mean @ mean)
+        if union is not None:  # the entries nobody changed: the base's
+            flat = np.asarray(base[n]).reshape(-1)
+            mean_square += _square_sum(flat) - _square_sum(flat[union])
     d = float(np.sqrt(square).mean())
     norm = math.sqrt(mean_square)
     return d, (d / norm if norm > 0 else 0.0)

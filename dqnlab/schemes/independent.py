@@ -14,7 +14,10 @@ Every ``sync_every`` updates each learner checks in with the parent (see
 :class:`SyncSchedule`), posting its weights and its recent
 mean score; the parent measures how far the learners have drifted apart (the
 divergence, recorded at every check-in) and, when the schedule says so, sends every
-learner the combined weights:
+learner the combined weights. What travels is only the entries that changed since the
+learners were last equal (:func:`~dqnlab.parallel.weights.changed_entries`): an n-tuple
+network's update touches a few hundred of its 67M entries, so a sync of its 268 MB tables
+ships a few per cent of them (``bytes_moved`` in the run's ``extra``). The combinations:
 
 * ``none`` -- never share (the control: K separate runs);
 * ``periodic`` -- plain average every ``sync_every`` updates (local SGD / FedAvg);
@@ -54,7 +57,15 @@ from ..options import SchemeOptions, option, when
 from ..parallel.messages import NewWeights, Report, SyncPost, UnexpectedMessage
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads
-from ..parallel.weights import Weights, average_weights, divergence
+from ..parallel.weights import (
+    Changes,
+    Weights,
+    apply_changes,
+    changed_entries,
+    changes_nbytes,
+    combine_changes,
+    divergence,
+)
 from ..parallel.workers import LearnerCoordinator, LearnerWorker
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
@@ -62,13 +73,17 @@ from ..runtime.learner import Learner, worker_seeds
 from ..runtime.loop import RunLoop, recent_score
 from ..runtime.results import RunResult
 
-__all__ = ["Options", "run", "SYNC_SCHEDULES", "SCORE_WINDOW", "SyncSchedule", "combine_weights", "score_coefficients",
-           "best_index"]
+__all__ = ["Options", "run", "SYNC_SCHEDULES", "SCORE_WINDOW", "SYNC_EVERY", "SyncSchedule", "sync_coefficients",
+           "score_coefficients", "best_index"]
 
 #: Sync schedules of the ``independent`` scheme.
 SYNC_SCHEDULES = ("none", "periodic", "final", "weighted", "best")
 #: Finished games whose mean score ranks a learner (``weighted`` and ``best`` schedules).
 SCORE_WINDOW = 20
+#: ``sync_every`` left at None: updates between check-ins per network family. An n-tuple network's update is
+#: a few microseconds of sparse SGD (thousands a second), a network's a millisecond of dense maths: both
+#: check in every few seconds of training.
+SYNC_EVERY = {"ntuple": 10_000, "mlp": 500, "cnn": 500}
 
 
 
@@ -79,9 +94,10 @@ class Options(SchemeOptions):
     sync: str = option("periodic", "When the learners share weights: never, every sync_every updates, only in "
                        "the last final_fraction of the budget, weighted by recent score, or the best learner's "
                        "(see dqnlab.schemes.independent).", choices=SYNC_SCHEDULES)
-    sync_every: int = option(500, "Updates of each learner between check-ins with the parent (a sync, or with "
-                             "sync none only a measurement of how far the learners have drifted apart).",
-                             unit="updates", low=1)
+    sync_every: int | None = option(None, "Updates of each learner between check-ins with the parent (a sync, or "
+                                    "with sync none only a measurement of how far the learners have drifted "
+                                    "apart); none: 10,000 for the n-tuple network, 500 for the others.",
+                                    unit="updates", low=1)
     final_fraction: float = option(0.25, "Share only in this last fraction of the budget (env steps or seconds, "
                                    "whichever runs out first).", low=0, high=1, low_open=True,
                                    applies=when("sync", "final"))
@@ -151,6 +167,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
     budgets = split_budget(config.total_env_steps, workers)
+    sync_every = options.sync_every or SYNC_EVERY[config.network]
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()  # every learner starts here
     parent = _IndependentCoordinator(workers, config.batch_size, init, options.sync, options.temperature)
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
@@ -159,14 +176,18 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
 
     def result(status: str | None = None) -> RunResult:
         weights, how = parent.final_weights()
-        return build_result("independent", config, workers, loop, parent.progress(), weights, status, options.to_dict(),
+        return build_result("independent", config, workers, loop, parent.progress(), weights, status,
+                            {**options.to_dict(), "sync_every": sync_every},
                             {"per_worker": parent.per_worker(), "divergence": list(parent.divergence),
                              "syncs": parent.syncs, "final_weights": how, "common_init": True,
+                             "bytes_moved": parent.bytes_moved,
+                             "bytes_moved_per_s": parent.bytes_moved / max(loop.elapsed, 1e-9),
                              "score_window": SCORE_WINDOW, "torch_threads_per_worker": torch_threads(workers)})
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     tasks = [dict(config=config, worker=k, budget=budgets[k], sync=options.sync,
-                  sync_every=options.sync_every, final_fraction=options.final_fraction, clock=RunClock.of(loop), init_weights=init if workers > 1 else None,
+                  sync_every=sync_every, final_fraction=options.final_fraction, clock=RunClock.of(loop),
+                  base=parent.base,
                   report_every_s=loop.report_every_s / 2, fault=_fault, checkpointing=_checkpoint is not None,
                   resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
@@ -258,54 +279,61 @@ def best_index(scores: Sequence[float]) -> int:
     return int(np.argmax(np.where(np.isfinite(s), s, -np.inf))) if np.isfinite(s).any() else 0
 
 
-def combine_weights(schedule: str, weights: Sequence[Weights], scores: Sequence[float],
-                    temperature: float = 500.0) -> tuple[Weights, np.ndarray]:
-    """The weights every learner gets at a sync, per schedule.
+def sync_coefficients(schedule: str, scores: Sequence[float], temperature: float = 500.0) -> np.ndarray:
+    """How a sync combines K learners' weights, per schedule: ``(K,)`` coefficients summing to 1.
 
-    ``periodic`` and ``final``: plain mean; ``weighted``: mean with
-    :func:`score_coefficients`; ``best``: a copy of the best learner's weights;
-    ``none``: also the best learner's (used only for the run's final weights:
-    averaging learners that never synchronised is not meaningful).
+    ``periodic`` and ``final``: the plain mean ``1/K``; ``weighted``: :func:`score_coefficients`;
+    ``best``: one-hot on the best learner (a copy of its weights); ``none``: also the best
+    learner's (used only for the run's final weights: averaging learners that never
+    synchronised is not meaningful).
 
-    Returns
-    -------
-    (weights, coefficients)
-        The combined dict and the (K,) coefficients used (one-hot for ``best``).
+    Raises
+    ------
+    ValueError
+        For an unknown schedule.
     """
     if schedule not in SYNC_SCHEDULES:
         raise ValueError(f"sync must be one of {list(SYNC_SCHEDULES)}, got {schedule!r}")
-    k = len(weights)
+    k = len(scores)
     if schedule in ("best", "none"):
         c = np.zeros(k)
         c[best_index(scores)] = 1.0
-        return {n: np.array(v, dtype=np.float32, copy=True) for n, v in weights[int(c.argmax())].items()}, c
-    c = score_coefficients(scores, temperature) if schedule == "weighted" else np.full(k, 1.0 / k)
-    return average_weights(weights, c), c
+        return c
+    return score_coefficients(scores, temperature) if schedule == "weighted" else np.full(k, 1.0 / k)
 
 
 # ----------------------------------------------------------------------------- the parent
 class _IndependentCoordinator(LearnerCoordinator):
     """What the parent knows of the learners, and the sync barrier: it closes each round
-    once every running learner has checked in, and sends the combined weights."""
+    once every running learner has checked in, and sends the combined weights.
+
+    It holds the learners' last common weights (:attr:`base`: the initial ones, then each sync's)
+    and each learner's entries that differ from them (:attr:`changes`)."""
 
     def __init__(self, workers: int, batch_size: int, init: Weights, sync: str, temperature: float):
-        super().__init__(workers, batch_size, {"score": math.nan, "replay": None})
-        self.init, self.sync, self.temperature = init, sync, temperature
-        self.weights: list[Weights | None] = [None] * workers  # last weights seen per learner
+        super().__init__(workers, batch_size, {"score": math.nan, "replay": None, "bytes_sent": 0})
+        self.base, self.sync, self.temperature = init, sync, temperature
+        self.changes: list[Changes | None] = [None] * workers  # last seen per learner (None: not yet)
         self.alive = set(range(workers))
         self.rounds: dict[int, dict[int, SyncPost]] = {}  # open rounds: learner -> its post
         self.divergence: list[dict[str, Any]] = []
         self.syncs = 0
+        self.bytes_sent = 0  # combined weights sent to the learners
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes of weights moved so far, both ways (the learners' posts and the combined weights sent back)."""
+        return self.bytes_sent + sum(w["bytes_sent"] for w in self.latest)
 
     def receive(self, msg: Any) -> None:
         if isinstance(msg, SyncPost):
-            self.weights[msg.worker] = msg.weights
+            self.changes[msg.worker] = msg.changes
             self.rounds.setdefault(msg.round, {})[msg.worker] = msg
             self.complete_rounds()
             return
         super().receive(msg)
         if isinstance(msg, Report) and msg.weights is not None:  # a last report without a final state
-            self.weights[msg.worker] = msg.weights
+            self.changes[msg.worker] = msg.weights
 
     def exited(self, worker: int) -> None:
         self.alive.discard(worker)
@@ -326,15 +354,24 @@ class _IndependentCoordinator(LearnerCoordinator):
                 continue
             del self.rounds[r]
             ks = sorted(posted)
-            ws, scores = [posted[k].weights for k in ks], [posted[k].score for k in ks]
+            changes, scores = [posted[k].changes for k in ks], [posted[k].score for k in ks]
+            d, rel = divergence(self.base, changes) if len(ks) > 1 else (0.0, 0.0)
             # A round syncs only if every learner in it asked to (with a time budget the
             # learners may disagree at the start of the final phase: then nobody syncs).
             applied = self.sync != "none" and all(posted[k].active for k in ks)
-            combined, coefs = combine_weights(self.sync, ws, scores, self.temperature) if applied else (None, None)
+            coefs = sync_coefficients(self.sync, scores, self.temperature) if applied else None
+            combined = combine_changes(self.base, changes, coefs) if applied else None
             for k in ks:
                 if posted[k].active:
                     self.group.send(k, NewWeights(combined))
-            d, rel = divergence(ws) if len(ws) > 1 else (0.0, 0.0)
+                    self.bytes_sent += 0 if combined is None else changes_nbytes(combined)
+            if applied:  # the learners in the round now have the combined weights: the new base
+                gone = {k: self.weights_of(k) for k in range(self.workers) if k not in ks and self.changes[k]}
+                apply_changes(self.base, combined)
+                for k in ks:
+                    self.changes[k] = {n: (np.zeros(0, np.int64), np.zeros(0, np.float32)) for n in self.base}
+                for k, w in gone.items():  # (a learner that ended before the round: its changes from the new base)
+                    self.changes[k] = changed_entries(w, self.base)
             self.syncs += int(applied)
             self.divergence.append({
                 "round": r, "updates": max(posted[k].updates for k in ks),
@@ -343,40 +380,51 @@ class _IndependentCoordinator(LearnerCoordinator):
                 "coefficients": None if coefs is None else [float(c) for c in coefs],
                 "scores": [float(s) for s in scores]})
 
+    def weights_of(self, k: int) -> Weights:
+        """Learner ``k``'s last weights seen, whole (a copy)."""
+        weights = {n: np.array(w, copy=True) for n, w in self.base.items()}
+        apply_changes(weights, self.changes[k])
+        return weights
+
     def absorb(self, k: int, state: dict[str, Any]) -> None:
         super().absorb(k, state)
-        self.weights[k] = {name: t.detach().numpy() for name, t in state["learner"]["agent"]["online"].items()}
+        online = {name: t.detach().numpy() for name, t in state["learner"]["agent"]["online"].items()}
+        self.changes[k] = changed_entries(online, self.base)
 
     def absorb_extra(self, k: int, state: dict[str, Any]) -> dict[str, Any]:
-        return {"score": recent_score([r for r in self.rows if r["worker"] == k], SCORE_WINDOW)}
+        return {"score": recent_score([r for r in self.rows if r["worker"] == k], SCORE_WINDOW),
+                "bytes_sent": int(state["bytes_sent"])}
 
     def own_state(self) -> dict[str, Any]:
         rounds = {r: {k: {f: v for f, v in vars(p).items() if f != "worker"} for k, p in posted.items()}
                   for r, posted in self.rounds.items()}
-        return {"parent": {"rounds": rounds,
-                           "divergence": list(self.divergence), "syncs": self.syncs}}
+        return {"parent": {"rounds": rounds, "base": self.base, "divergence": list(self.divergence),
+                           "syncs": self.syncs, "bytes_sent": self.bytes_sent}}
 
     def restore(self, saved: dict[str, Any]) -> None:
-        super().restore(saved)
         parent = saved["parent"]
+        self.base = parent["base"]  # (first: the learners' states are read as changes from it)
+        super().restore(saved)
         self.rounds = {int(r): {int(k): SyncPost(int(k), **p) for k, p in posted.items()}
                        for r, posted in parent["rounds"].items()}
         self.divergence = list(parent["divergence"])
-        self.syncs = int(parent["syncs"])
+        self.syncs, self.bytes_sent = int(parent["syncs"]), int(parent["bytes_sent"])
 
     def per_worker(self) -> list[dict[str, Any]]:
-        return [{**w, "score_recent": latest["score"], "replay": latest["replay"]}
+        return [{**w, "score_recent": latest["score"], "replay": latest["replay"], "bytes_sent": latest["bytes_sent"]}
                 for w, latest in zip(super().per_worker(), self.latest)]
 
     def final_weights(self) -> tuple[Weights, str]:
         """The run's weights -- the combination the schedule would make at one more sync -- and how they were made."""
-        have = [k for k in range(self.workers) if self.weights[k] is not None]
+        have = [k for k in range(self.workers) if self.changes[k] is not None]
         if not have:
-            return self.init, "initial weights (no learner has reported weights yet)"
-        if len(have) == 1:
-            return self.weights[have[0]], f"learner {have[0]}"
+            return self.base, "initial weights (no learner has reported weights yet)"
         scores = [self.latest[k]["score"] for k in have]
-        weights, coefs = combine_weights(self.sync, [self.weights[k] for k in have], scores, self.temperature)
+        if len(have) == 1:
+            return self.weights_of(have[0]), f"learner {have[0]}"
+        coefs = sync_coefficients(self.sync, scores, self.temperature)
+        weights = {n: np.array(w, copy=True) for n, w in self.base.items()}
+        apply_changes(weights, combine_changes(self.base, [self.changes[k] for k in have], coefs))
         best = f"best learner by recent score (learner {have[int(coefs.argmax())]})"
         how = {"none": best, "best": best,
                "weighted": f"score-weighted average, coefficients {[round(float(c), 4) for c in coefs]}"
@@ -388,10 +436,17 @@ class _IndependentCoordinator(LearnerCoordinator):
 class _IndependentWorker(LearnerWorker):
     """A learner task that checks in at every sync round (and waits for the weights when active)."""
 
-    def __init__(self, ch: Channel, learner: Learner, schedule: SyncSchedule, **kw: Any):
+    def __init__(self, ch: Channel, learner: Learner, schedule: SyncSchedule, base: Weights, **kw: Any):
         self.schedule = schedule
         self.awaiting: int | None = None  # the sync round this learner posted and waits on
+        self.bytes_sent = 0  # weights posted
         super().__init__(ch, learner, **kw)
+        #: The learners' last common weights, which the parent holds too.
+        self.base = {n: np.array(w, np.float32, copy=True) for n, w in base.items()}
+
+    def changes(self) -> Changes:
+        """This learner's entries that differ from :attr:`base`."""
+        return changed_entries(self.learner.agent.weight_views(), self.base)
 
     def after_step(self) -> None:
         """Check in when a sync round is due: post the weights, and wait for the combined ones when active."""
@@ -401,7 +456,9 @@ class _IndependentWorker(LearnerWorker):
             return
         r, active = due
         learner = self.learner
-        self.ch.send(SyncPost(self.ch.worker, r, active, learner.agent.get_weights(),
+        changes = self.changes()
+        self.bytes_sent += changes_nbytes(changes)
+        self.ch.send(SyncPost(self.ch.worker, r, active, changes,
                               recent_score(learner.episodes, SCORE_WINDOW), learner.env_steps, learner.updates))
         if active:
             self.awaiting = r
@@ -414,8 +471,12 @@ class _IndependentWorker(LearnerWorker):
         keeps the round open with this learner waiting on it, and a resumed run waits for it again."""
         reply = self.ch.wait()
         if isinstance(reply, NewWeights):
-            if reply.weights is not None:
-                self.learner.agent.set_weights(reply.weights)
+            if reply.weights is not None:  # the combined weights, as changes from the base: the new base
+                agent = self.learner.agent
+                weights = agent.weight_views()
+                apply_changes(weights, reply.weights)
+                agent.set_weights(weights) if agent.device.type != "cpu" else agent.refresh_acting()
+                apply_changes(self.base, reply.weights)
             self.awaiting = None
         elif not self.ch.stopped:
             raise UnexpectedMessage(f"learner {self.ch.worker} (at a sync barrier)", reply)
@@ -424,16 +485,18 @@ class _IndependentWorker(LearnerWorker):
         return (self.schedule.last_round + 1) * self.schedule.sync_every
 
     def report_extra(self) -> dict[str, Any]:
-        return {"score": recent_score(self.learner.episodes, SCORE_WINDOW), "replay": self.learner.buffer.statistics()}
+        return {"score": recent_score(self.learner.episodes, SCORE_WINDOW), "replay": self.learner.buffer.statistics(),
+                "bytes_sent": self.bytes_sent}
 
     def state_extra(self) -> dict[str, Any]:
-        return {"last_round": self.schedule.last_round, "awaiting": self.awaiting}
+        return {"last_round": self.schedule.last_round, "awaiting": self.awaiting, "bytes_sent": self.bytes_sent}
 
     def load_extra(self, state: dict[str, Any]) -> None:
         self.schedule.last_round, self.awaiting = int(state["last_round"]), state["awaiting"]
+        self.bytes_sent = int(state["bytes_sent"])
 
-    def final_weights(self) -> Weights:
-        return self.learner.agent.get_weights()
+    def final_weights(self) -> Changes:
+        return self.changes()
 
     def run(self) -> None:
         if self.awaiting is not None:  # resumed at a sync barrier: the parent has our post
@@ -444,16 +507,16 @@ class _IndependentWorker(LearnerWorker):
 
 
 def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, sync_every: int,
-                  final_fraction: float, init_weights: Weights | None, **kw: Any) -> None:
+                  final_fraction: float, base: Weights, **kw: Any) -> None:
     """One learner, in a worker process, for the whole run (see the module docstring).
 
-    ``init_weights``: the common initial weights (None: the learner's own, one learner);
+    ``base``: the learners' common weights, the initial ones or a resumed run's last sync's;
     ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports,
     fault, checkpointing, resume).
     """
     # A learner's budget is its own share of the run's env steps: prioritized replay anneals beta to 1 over it.
     own = config if kw["budget"] is None else config.replace(total_env_steps=kw["budget"])
     learner = Learner(own, worker=worker, device=config.device)
-    if init_weights is not None and kw["resume"] is None:
-        learner.agent.set_weights(init_weights, target=True)
-    _IndependentWorker(ch, learner, SyncSchedule(sync, sync_every, final_fraction), **kw).run()
+    if kw["resume"] is None:
+        learner.agent.set_weights(base, target=True)
+    _IndependentWorker(ch, learner, SyncSchedule(sync, sync_every, final_fraction), base, **kw).run()

@@ -6,7 +6,21 @@ import numpy as np
 import pytest
 from helpers import filled_learner
 
-from dqnlab.parallel.weights import average_optimizer_states, average_weights, divergence, optimizer_state
+from dqnlab.parallel.weights import (
+    apply_changes,
+    average_optimizer_states,
+    average_weights,
+    changed_entries,
+    combine_changes,
+    divergence,
+    optimizer_state,
+)
+
+
+def whole(ws):
+    """Learners' whole weights as changes from a zero base (every entry given)."""
+    base = {n: np.zeros_like(v, np.float32) for n, v in ws[0].items()}
+    return base, [{n: (None, np.asarray(v, np.float32)) for n, v in w.items()} for w in ws]
 
 
 # ----------------------------------------------------------------------------- averaging maths
@@ -27,9 +41,42 @@ def test_plain_and_weighted_average_of_known_vectors():
 
 def test_divergence_of_known_vectors():
     same = [{"x": np.ones(4, np.float32)}] * 3
-    assert divergence(same) == (0.0, 0.0)
-    d, rel = divergence([{"x": np.array([0.0, 0.0])}, {"x": np.array([2.0, 0.0])}])
+    assert divergence(*whole(same)) == (0.0, 0.0)
+    d, rel = divergence(*whole([{"x": np.array([0.0, 0.0])}, {"x": np.array([2.0, 0.0])}]))
     assert d == pytest.approx(1.0) and rel == pytest.approx(1.0)
+
+
+def test_changed_entries_are_sparse_where_few_changed_and_combine_as_the_whole_weights_average():
+    rng = np.random.default_rng(3)
+    base = {"t": rng.normal(size=(1000, 1)).astype(np.float32), "b": rng.normal(size=4).astype(np.float32)}
+    ws = []
+    for k in range(3):
+        w = {n: v.copy() for n, v in base.items()}
+        w["t"][rng.choice(1000, 20 + 10 * k, replace=False)] += rng.normal(size=(20 + 10 * k, 1)).astype(np.float32)
+        w["b"] += 1.0  # every entry changed: travels whole
+        ws.append(w)
+    changes = [changed_entries(w, base) for w in ws]
+    for k, c in enumerate(changes):
+        index, values = c["t"]
+        assert index is not None and index.size == 20 + 10 * k and np.all(np.diff(index) > 0)
+        np.testing.assert_array_equal(values, ws[k]["t"].reshape(-1)[index])
+        assert c["b"][0] is None
+        back = {n: v.copy() for n, v in base.items()}
+        apply_changes(back, c)
+        for n in base:
+            np.testing.assert_array_equal(back[n], ws[k][n])
+    for coefficients in (None, [0.2, 0.3, 0.5], [0.0, 1.0, 0.0]):
+        combined = {n: v.copy() for n, v in base.items()}
+        apply_changes(combined, combine_changes(base, changes, coefficients))
+        want = average_weights(ws, coefficients)
+        for n in base:
+            np.testing.assert_array_equal(combined[n], want[n])  # (one-hot: learner 1's values exactly)
+    flat = np.stack([np.concatenate([w["t"].ravel(), w["b"]]).astype(np.float64) for w in ws])
+    mean = flat.mean(axis=0)
+    d = np.linalg.norm(flat - mean, axis=1).mean()
+    assert divergence(base, changes) == pytest.approx((d, d / np.linalg.norm(mean)), rel=1e-9)
+    with pytest.raises(ValueError, match="coefficients"):
+        combine_changes(base, changes, [1.0, -1.0, 0.0])
 
 
 def test_optimizer_state_average_and_roundtrip(cfg):
@@ -61,4 +108,4 @@ def test_tables_larger_than_a_chunk_average_exactly_as_in_float64_and_give_the_d
     flat = np.stack([np.concatenate([w["t"].ravel(), w["b"]]).astype(np.float64) for w in ws])
     mean = flat.mean(axis=0)
     d = np.linalg.norm(flat - mean, axis=1).mean()
-    assert divergence(ws) == pytest.approx((d, d / np.linalg.norm(mean)), rel=1e-9)
+    assert divergence(*whole(ws)) == pytest.approx((d, d / np.linalg.norm(mean)), rel=1e-9)

@@ -7,7 +7,7 @@ import pytest
 from helpers import check_totals
 
 import dqnlab
-from dqnlab.schemes.independent import SyncSchedule, combine_weights, score_coefficients
+from dqnlab.schemes.independent import SyncSchedule, score_coefficients, sync_coefficients
 
 
 def test_softmax_score_coefficients():
@@ -19,20 +19,15 @@ def test_softmax_score_coefficients():
     assert nan_low[0] == pytest.approx(nan_low[2]) and nan_low[1] > nan_low[0]
 
 
-def test_combine_weights_per_schedule():
-    w = [{"x": np.full(3, float(i), np.float32)} for i in range(3)]
+def test_sync_coefficients_per_schedule():
     scores = [10.0, 30.0, 20.0]
-    best, c = combine_weights("best", w, scores)
-    np.testing.assert_array_equal(best["x"], w[1]["x"])
-    np.testing.assert_array_equal(c, [0, 1, 0])
-    best["x"][0] = 99  # a copy, not the learner's own array
-    assert w[1]["x"][0] == 1.0
-    mean, c = combine_weights("periodic", w, scores)
-    np.testing.assert_allclose(mean["x"], 1.0)
-    weighted, c = combine_weights("weighted", w, scores, temperature=10.0)
-    expected = score_coefficients(scores, 10.0)
-    np.testing.assert_allclose(weighted["x"], np.dot(expected, [0, 1, 2]), rtol=1e-6)
-    assert c.argmax() == 1
+    np.testing.assert_array_equal(sync_coefficients("best", scores), [0, 1, 0])
+    np.testing.assert_array_equal(sync_coefficients("none", scores), [0, 1, 0])
+    np.testing.assert_allclose(sync_coefficients("periodic", scores), 1 / 3)
+    np.testing.assert_allclose(sync_coefficients("final", scores), 1 / 3)
+    np.testing.assert_allclose(sync_coefficients("weighted", scores, temperature=10.0), score_coefficients(scores, 10.0))
+    with pytest.raises(ValueError, match="sync must be one of"):
+        sync_coefficients("sometimes", scores)
 
 
 # ----------------------------------------------------------------------------- sync schedules
@@ -113,25 +108,32 @@ def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stoppe
     from dqnlab.parallel.messages import NewWeights, Stop, SyncPost
     from dqnlab.schemes.independent import _IndependentCoordinator, _IndependentWorker
 
+    from dqnlab.parallel.weights import changed_entries
+
     sent = []
     group = SimpleNamespace(stopping=True, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
     w = [{"w": np.full(3, float(k), np.float32)} for k in range(2)]
-    parent = _IndependentCoordinator(2, 8, w[0], "periodic", 500.0)
+    parent = _IndependentCoordinator(2, 8, {"w": w[0]["w"].copy()}, "periodic", 500.0)
     parent.group, parent.loop = group, SimpleNamespace(elapsed=1.0)
     for k in range(2):
-        parent.receive(SyncPost(k, 1, True, w[k], 0.0, 100, 50))
+        parent.receive(SyncPost(k, 1, True, changed_entries(w[k], parent.base), 0.0, 100, 50))
     assert sent == [] and set(parent.own_state()["parent"]["rounds"][1]) == {0, 1}  # kept open for the checkpoint
     group.stopping = False  # as a resumed run: the round closes, every learner gets the average
     parent.complete_rounds()
     assert [k for k, _ in sent] == [0, 1] and all(isinstance(m, NewWeights) for _, m in sent)
-    np.testing.assert_array_equal(sent[0][1].weights["w"], np.full(3, 0.5, np.float32))
+    np.testing.assert_array_equal(parent.base["w"], np.full(3, 0.5, np.float32))  # the new common weights
+    assert parent.changes[1]["w"][0].size == 0 and parent.bytes_sent > 0
 
-    got = []
+    mine = {"w": w[1]["w"].copy()}  # learner 1's network, at the barrier
     learner = object.__new__(_IndependentWorker)  # only its barrier: the learner's wait for round 1
-    learner.learner = SimpleNamespace(agent=SimpleNamespace(set_weights=got.append))
+    learner.learner = SimpleNamespace(agent=SimpleNamespace(weight_views=lambda: mine, refresh_acting=lambda: None,
+                                                            device=SimpleNamespace(type="cpu")))
+    learner.base = {"w": w[0]["w"].copy()}
     learner.ch, learner.awaiting = SimpleNamespace(wait=Stop, stopped=True), 1
     learner.sync_wait()
-    assert learner.awaiting == 1 and got == []  # its checkpoint state says it waits on round 1
-    learner.ch = SimpleNamespace(wait=lambda: sent[0][1], stopped=False)
+    assert learner.awaiting == 1 and mine["w"][0] == 1.0  # its checkpoint state says it waits on round 1
+    learner.ch = SimpleNamespace(wait=lambda: sent[1][1], stopped=False)
     learner.sync_wait()
-    assert learner.awaiting is None and got == [sent[0][1].weights]
+    assert learner.awaiting is None
+    np.testing.assert_array_equal(mine["w"], np.full(3, 0.5, np.float32))
+    np.testing.assert_array_equal(learner.base["w"], np.full(3, 0.5, np.float32))
