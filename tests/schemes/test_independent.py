@@ -106,9 +106,8 @@ def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stoppe
     from types import SimpleNamespace
 
     from dqnlab.parallel.messages import NewWeights, Stop, SyncPost
-    from dqnlab.schemes.independent import _IndependentCoordinator, _IndependentWorker
-
     from dqnlab.parallel.weights import changed_entries
+    from dqnlab.schemes.independent import _IndependentCoordinator, _IndependentWorker
 
     sent = []
     group = SimpleNamespace(stopping=True, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
