@@ -209,7 +209,7 @@ class Spec:
 
     def from_text(self, text: str) -> Any:
         """The value written as ``text`` (command line, text box): ``none`` for None,
-        ``256,256`` for a tuple of integers, JSON for a dict, the declared parser for a
+        ``true``/``false`` (any case) for a bool, ``256,256`` for a tuple of integers, JSON for a dict, the declared parser for a
         custom field; checked like :meth:`validate`.
 
         Text for a field with choices is returned as it is (:meth:`validate` checks it).
@@ -230,6 +230,8 @@ class Spec:
                 value = float(text)
             elif self.kind == "ints":  # ("" for the empty tuple, where the field takes it)
                 value = tuple(int(x) for x in text.split(",")) if text.strip() else ()
+            elif self.kind == "bool" and text.strip().lower() in ("true", "false"):
+                value = text.strip().lower() == "true"
             elif self.kind == "dict":
                 value = json.loads(text)
             elif self.kind == "custom" and self.parse is not None:

@@ -293,7 +293,9 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
 @pytest.mark.parametrize("argv,match", [
     (["bench", "learning", "--presets", "best"], "--presets must name presets"),
     (["bench", "learning", "--seconds", "3"], "bench learning takes"),
-    (["bench", "learning", "--schemes", "serial", "--no-lock"], "--lock/--no-lock and --shared-threads apply only"),
+    (["bench", "learning", "--schemes", "shared:lock=maybe"], "scheme spec 'shared:lock=maybe': lock:"),
+    (["bench", "learning", "--schemes", "serial:lock=false"], "serial takes options none, not 'lock'"),
+    (["bench", "game", "--results", "r.json"], "--results and --keep apply only to 'bench learning'"),
     (["bench", "game", "--minutes", "3"], "apply only to 'bench learning'"),
     (["bench", "game", "--variants", "plain"], "--variants, --figure"),
     (["bench", "learning", "--run", "runs/x"], "--run, --depths and --seed apply only to 'bench search'"),
@@ -308,6 +310,19 @@ def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert match in err and len(err.strip().splitlines()) == 1
+
+
+def test_bench_learning_results_file_must_be_one_and_of_the_same_budget(tmp_path, capsys):
+    from dqnlab.cli import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    assert main(["bench", "learning", "--results", str(bad)]) == 2
+    assert "not a results file of bench learning" in capsys.readouterr().err
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"minutes": 3, "games": 1000, "rows": [], "machine": {}}))
+    assert main(["bench", "learning", "--results", str(other), "--minutes", "10"]) == 2
+    assert "holds 3-minute runs of 1000 games: give the same --minutes and --games" in capsys.readouterr().err
 
 
 def test_cli_rejects_options_of_other_bench_commands(capsys):

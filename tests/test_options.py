@@ -49,6 +49,9 @@ def test_text_round_trips_and_conditions():
     assert s["cap"].from_text("none") is None and s["cap"].from_text("2.5") == 2.5
     with pytest.raises(ValueError, match=r"expected a number >= 0 or None, got 'lots'"):
         s["cap"].from_text("lots")
+    assert s["on"].from_text("false") is False and s["on"].from_text("True") is True
+    with pytest.raises(ValueError, match="expected True or False, got 'maybe'"):
+        s["on"].from_text("maybe")
     assert not s["every"].applies.holds({"mode": "a"}) and s["every"].applies.holds({"mode": "b"})
     assert s["share"].applies.holds({"mode": "c"}) and not s["share"].applies.holds({"mode": "b"})
     assert s["every"].applies.text() == "mode other than 'a'" and s["share"].applies.text() == "mode 'c'"

@@ -6,7 +6,9 @@ wall-clock budget, stopping at several points of it (the run is checkpointed and
 resumed, so the time spent evaluating and checkpointing is not counted as training
 time), and at each point the current weights play 1,000 greedy games with a fixed
 seed. The headline is **time to a player**: the minutes of training until the greedy
-mean score reaches 10,000, and until the 2048 tile is made in half of the games.
+mean score reaches 10,000, and until the 2048 and the 4096 tile are made in half of the
+games. A results file (:func:`merge_results`) gathers configurations measured by several
+commands into one table.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from ..evaluation import evaluate
 from .report import machine_info, md_machine, md_table
 
 __all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure",
-           "parse_variant"]
+           "parse_variant", "merge_results"]
 
-#: Fractions of the budget at which the weights are evaluated.
-POINTS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
-#: "A player": the greedy mean score, and the share of games reaching 2048, that count as one.
-PLAYER_SCORE, PLAYER_REACH_2048 = 10_000, 0.5
+#: Fractions of the budget at which the weights are evaluated: about log-spaced, since on the compiled core
+#: a player arrives in the first seconds (of 10 minutes: 12 s, 30 s, 1, 2, 4, 7 and 10 minutes).
+POINTS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0)
+#: "A player": the greedy mean score, and the share of games reaching a tile, that count as one.
+PLAYER_SCORE, PLAYER_REACH = 10_000, 0.5
+#: The tiles whose time to be made in half the games :func:`time_to_player` gives.
+PLAYER_TILES = (2048, 4096)
 
 
 _ROW_KEYS = ("preset", "network", "variant", "scheme", "workers", "options", "status", "seed", "minutes", "env_steps",
@@ -180,43 +185,68 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     return rows
 
 
+def _key(r: dict[str, Any]) -> tuple:
+    """A row's configuration and seed."""
+    return r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"]
+
+
 def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Minutes of training until each configuration first made a player.
 
     Returns one row per (preset, variant, scheme, options, workers, seed): ``minutes_to_10000`` (the
-    first evaluated point with a greedy mean >= 10,000) and ``minutes_to_2048_in_half``
-    (the first with the 2048 tile in >= 50% of games); None when the budget ran out
-    first. The points are where the curve was measured, so each figure is an upper
-    bound, as fine as the points are dense.
+    first evaluated point with a greedy mean >= 10,000), ``minutes_to_2048_in_half`` and
+    ``minutes_to_4096_in_half`` (the first with that tile in >= 50% of games), None when the budget ran
+    out first; ``budget_minutes``, ``env_steps`` and ``final_score_mean``, ``final_reach_2048``,
+    ``final_reach_4096``, ``final_reach_8192`` at the last point; ``status``. The points are where the
+    curve was measured, so each time is an upper bound, as fine as the points are dense.
     """
     out: dict[tuple, dict[str, Any]] = {}
     for r in rows:
-        key = (r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"])
-        row = out.setdefault(key, {"preset": r["preset"], "network": r["network"], "variant": r.get("variant", ""),
-                                   "scheme": r["scheme"],
-                                   "options": r["options"], "workers": r["workers"], "seed": r["seed"],
-                                   "minutes_to_10000": None,
-                                   "minutes_to_2048_in_half": None, "budget_minutes": 0.0,
-                                   "final_score_mean": math.nan, "final_reach_2048": math.nan})
+        row = out.setdefault(_key(r), {
+            "preset": r["preset"], "network": r["network"], "variant": r.get("variant", ""), "scheme": r["scheme"],
+            "options": r["options"], "workers": r["workers"], "seed": r["seed"], "minutes_to_10000": None,
+            **{f"minutes_to_{t}_in_half": None for t in PLAYER_TILES}, "budget_minutes": 0.0, "env_steps": None,
+            "final_score_mean": math.nan, **{f"final_reach_{t}": math.nan for t in (2048, 4096, 8192)}})
         row["status"] = r.get("status", "completed")
         if r["minutes"] is None:  # failed before its first point
             continue
         if row["minutes_to_10000"] is None and r["score_mean"] >= PLAYER_SCORE:
             row["minutes_to_10000"] = r["minutes"]
-        if row["minutes_to_2048_in_half"] is None and r["reach_2048"] >= PLAYER_REACH_2048:
-            row["minutes_to_2048_in_half"] = r["minutes"]
+        for t in PLAYER_TILES:
+            if row[f"minutes_to_{t}_in_half"] is None and r.get(f"reach_{t}", 0.0) >= PLAYER_REACH:
+                row[f"minutes_to_{t}_in_half"] = r["minutes"]
         if r["minutes"] >= row["budget_minutes"]:
-            row.update(budget_minutes=r["minutes"], final_score_mean=r["score_mean"],
-                       final_reach_2048=r["reach_2048"])
+            row.update(budget_minutes=r["minutes"], env_steps=r.get("env_steps"), final_score_mean=r["score_mean"],
+                       **{f"final_reach_{t}": r.get(f"reach_{t}", math.nan) for t in (2048, 4096, 8192)})
     return list(out.values())
+
+
+def merge_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """:func:`bench_learning` results ``new`` added to ``old`` (a results file's): the rows of each
+    configuration and seed in ``new`` replace ``old``'s; the commands and machines of both are kept.
+
+    Raises
+    ------
+    ValueError
+        If the two were measured on different budgets or numbers of games (their rows would not compare).
+    """
+    if old is None:
+        return {**new, "runs": new.get("runs") or [{"command": new.get("command"), "machine": new["machine"]}]}
+    if (old["minutes"], old["games"]) != (new["minutes"], new["games"]):
+        raise ValueError(f"results of {new['minutes']:g} minutes and {new['games']} games cannot join a file of "
+                         f"{old['minutes']:g} minutes and {old['games']} games")
+    replaced = {_key(r) for r in new["rows"]}
+    rows = [r for r in old["rows"] if _key(r) not in replaced] + list(new["rows"])
+    runs = old.get("runs", [{"command": old.get("command"), "machine": old["machine"]}]) + \
+        (new.get("runs") or [{"command": new.get("command"), "machine": new["machine"]}])
+    return {**new, "rows": rows, "time_to_player": time_to_player(rows), "runs": runs}
 
 
 def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate", "mlp"),
                    schemes: Sequence[str] = ("serial", "shared"),
                    workers: Sequence[int] = (1, 2), minutes: float = 10.0, points: Sequence[float] = POINTS,
-                   games: int = 1_000, seeds: Sequence[int] = (0,), options: dict[str, dict[str, Any]] | None = None,
-                   progress: bool = False, variants: Sequence[str] = ("plain",),
-                   keep: str | Path | None = None) -> dict[str, Any]:
+                   games: int = 1_000, seeds: Sequence[int] = (0,), progress: bool = False,
+                   variants: Sequence[str] = ("plain",), keep: str | Path | None = None) -> dict[str, Any]:
     """Learning curves of every preset x variant x scheme x worker count (x seed), and their time to a player.
 
     ``keep``: a folder to keep each configuration's run directory in (its last point's weights and checkpoint,
@@ -227,9 +257,9 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     ``("plain", "prioritized", "n_step=3", "prioritized+n_step=3")`` to see what prioritized
     replay and n-step returns do to the curve.
 
-    ``serial`` runs with 1 worker; every other scheme with each count in ``workers``
-    above 1 (one worker of a parallel scheme is serial plus overhead). ``options``:
-    scheme -> keyword options for it (e.g. ``{"shared": {"lock": False}}``).
+    ``schemes``: scheme specs, a name with its options (:func:`~dqnlab.schemes.parse_scheme_spec`:
+    ``shared:lock=false``, ``independent:sync=final``). ``serial`` runs with 1 worker; every other scheme
+    with each count in ``workers`` above 1 (one worker of a parallel scheme is serial plus overhead).
 
     Returns
     -------
@@ -241,19 +271,20 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     Raises
     ------
     ValueError
-        Before anything trains: for no or unknown presets or schemes, a parallel scheme
+        Before anything trains: for no or unknown presets, a bad scheme spec, a parallel scheme
         left without a worker count above 1, no seeds, or a bad variant.
     """
     from ..config import PRESETS
-    from ..schemes import SCHEMES
+    from ..schemes import parse_scheme_spec
 
-    unknown = [p for p in presets if p not in PRESETS] + [s for s in schemes if s not in SCHEMES]
+    unknown = [p for p in presets if p not in PRESETS]
     if not presets or not schemes or not seeds or unknown:
-        raise ValueError(f"presets and schemes must be non-empty lists from {sorted(PRESETS)} and "
-                         f"{sorted(SCHEMES)}, with at least one seed; got presets {list(presets)}, schemes "
-                         f"{list(schemes)}, seeds {list(seeds)}")
-    runs = [(scheme, k) for scheme in schemes for k in ([1] if scheme == "serial" else [k for k in workers if k > 1])]
-    idle = sorted(set(schemes) - {s for s, _ in runs})
+        raise ValueError(f"presets and schemes must be non-empty lists, presets from {sorted(PRESETS)}, with at "
+                         f"least one seed; got presets {list(presets)}, schemes {list(schemes)}, seeds {list(seeds)}")
+    parsed = [parse_scheme_spec(spec) for spec in schemes]
+    runs = [(scheme, opts, k) for scheme, opts in parsed
+            for k in ([1] if scheme == "serial" else [k for k in workers if k > 1])]
+    idle = sorted({scheme for scheme, _ in parsed} - {s for s, _, _ in runs})
     if idle:
         raise ValueError(f"workers {list(workers)} leave {idle} with nothing to run: a parallel scheme runs with "
                          f"each worker count above 1")
@@ -265,41 +296,47 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
     rows: list[dict[str, Any]] = []
     for preset in presets:
         for extra in chosen:
-            for scheme, k in runs:
+            for scheme, opts, k in runs:
                 for seed in seeds:
-                    opts = (options or {}).get(scheme)
                     name = "-".join([preset] + [_options_text(o) for o in (extra, opts) if o] + [scheme, f"x{k}", f"seed{seed}"])
                     run_dir = None if keep is None else Path(keep) / re.sub(r"[^A-Za-z0-9.=+_-]+", "_", name)
                     rows += learning_curve(preset, scheme, k, minutes, points, games, seed=seed,
-                                           options=opts, progress=progress, variant=extra, run_dir=run_dir)
+                                           options=opts or None, progress=progress, variant=extra, run_dir=run_dir)
     return {"machine": machine, "minutes": minutes, "games": games, "rows": rows,
             "time_to_player": time_to_player(rows)}
 
 
 def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench learning",
                       figure: str | None = None) -> str:
-    """The result of :func:`bench_learning` as markdown: time to a player, then every curve point."""
+    """The result of :func:`bench_learning` (or :func:`merge_results`) as markdown: time to a player, then every
+    curve point; where the rows came from several commands, each is named with its machine."""
 
     def minutes(v: Any) -> str:
         return f"{v:.1f}" if v is not None else f"> {budget:g}"
 
     budget = res["minutes"]
-    ttp = [{**r, "to_10000": minutes(r["minutes_to_10000"]), "to_2048": minutes(r["minutes_to_2048_in_half"])}
+    tiles = {f"to_{t}": f"minutes to {t} in 50%" for t in PLAYER_TILES}
+    ttp = [{**r, "to_10000": minutes(r["minutes_to_10000"]),
+            **{f"to_{t}": minutes(r.get(f"minutes_to_{t}_in_half")) for t in PLAYER_TILES}}
            for r in res["time_to_player"]]
+    runs = res.get("runs") or [{"command": command, "machine": res["machine"]}]
+    where = (md_machine(runs[0]["machine"], 1, runs[0]["command"] or command) if len(runs) == 1 else
+             "The rows come from these commands: " + "; ".join(
+                 md_machine(r["machine"], 1, r["command"] or command) for r in runs))
     parts = [
         f"## Learning in {budget:g} minutes: time to a player", "",
-        md_machine(res["machine"], 1, command), "",
+        where, "",
         f"Each configuration trained for {budget:g} minutes of wall time and was stopped at several points "
         f"(checkpointed and resumed: evaluation time is not training time); at each point its weights played "
         f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: the first point at which the "
-        f"greedy mean reached {PLAYER_SCORE:,}, and at which the 2048 tile was made in half the games.", "",
-        md_table(ttp, {"preset": "preset", "network": "network", "variant": "variant", "scheme": "scheme",
-                        "options": "options",
-                        "workers": "workers",
-                        "seed": "seed", "to_10000": f"minutes to mean {PLAYER_SCORE:,}",
-                        "to_2048": "minutes to 2048 in 50%", "final_score_mean": "mean score at the end",
-                        "final_reach_2048": "2048 at the end", "status": "status"},
-                  {"final_score_mean": "{:,.0f}", "final_reach_2048": "{:.0%}"}), "",
+        f"greedy mean reached {PLAYER_SCORE:,}, and at which the 2048 (4096) tile was made in half the games.", "",
+        md_table(ttp, {"preset": "preset", "variant": "variant", "scheme": "scheme", "options": "options",
+                       "workers": "workers", "seed": "seed", "to_10000": f"minutes to mean {PLAYER_SCORE:,}",
+                       **tiles, "final_score_mean": "mean score at the end", "final_reach_2048": "2048 at the end",
+                       "final_reach_4096": "4096 at the end", "final_reach_8192": "8192 at the end",
+                       "env_steps": "env steps", "status": "status"},
+                 {"final_score_mean": "{:,.0f}", "final_reach_2048": "{:.0%}", "final_reach_4096": "{:.0%}",
+                  "final_reach_8192": "{:.0%}", "env_steps": "{:,}"}), "",
     ]
     if figure:
         parts += [f"![learning curves]({figure})", ""]
@@ -310,15 +347,15 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
                                       "score_mean": "mean score", "score_median": "median",
                                       "reach_1024": "1024", "reach_2048": "2048", "reach_4096": "4096",
                                       "reach_8192": "8192", "status": "status"},
-                        {"minutes": "{:.1f}", "env_steps": "{:,}", "updates": "{:,}", "score_mean": "{:,.0f}",
+                        {"minutes": "{:.2f}", "env_steps": "{:,}", "updates": "{:,}", "score_mean": "{:,.0f}",
                          "score_median": "{:,.0f}", "reach_1024": "{:.0%}", "reach_2048": "{:.0%}",
                          "reach_4096": "{:.0%}", "reach_8192": "{:.0%}"})]
     return "\n".join(parts)
 
 
 def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> Any:
-    """Minutes of training vs greedy mean score and the share of games reaching 1024, 2048 and 4096
-    (one line per configuration) on four ``axes`` (new ones on a matplotlib Figure when None);
+    """Minutes of training vs greedy mean score and the share of games reaching 2048, 4096 and 8192
+    (one line per configuration, the minutes on a log scale) on four ``axes`` (new ones on a matplotlib Figure when None);
     returns the figure. A colour per preset and variant, a line style per scheme (and its
     options and workers), a marker per seed; the legend goes in the first axes for up to 3 short names, else
     under the axes (Axes made by the caller must belong to a figure with a constrained layout for that)."""
@@ -342,15 +379,17 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
                     ls=("-", "--", ":", "-.")[styles.index((scheme, options, workers)) % 4],
                     marker="os^vD"[seeds.index(seed) % 5], ms=3, label=label)
         x = [r["minutes"] for r in rows]
-        for ax, key in zip(axes, ("score_mean", "reach_1024", "reach_2048", "reach_4096")):
-            ax.plot(x, [r[key] for r in rows], **look)
-    titles = ("greedy mean score", "games reaching 1024", "games reaching 2048", "games reaching 4096")
+        for ax, key in zip(axes, ("score_mean", "reach_2048", "reach_4096", "reach_8192")):
+            ax.plot(x, [r.get(key, math.nan) for r in rows], **look)
+    titles = ("greedy mean score", "games reaching 2048", "games reaching 4096", "games reaching 8192")
     for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("minutes of training (wall time)")
+        ax.set_xlabel("minutes of training (wall time, log scale)")
+        ax.set_xscale("log")
         ax.grid(alpha=0.3)
     axes[0].axhline(PLAYER_SCORE, color="grey", lw=0.8, ls="--")
-    axes[2].axhline(PLAYER_REACH_2048, color="grey", lw=0.8, ls="--")
+    for ax in axes[1:3]:
+        ax.axhline(PLAYER_REACH, color="grey", lw=0.8, ls="--")
     for ax in axes[1:]:
         ax.set_ylim(-0.02, 1.02)
     fig = axes[0].figure

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import TrainConfig
+from ..schemes import parse_scheme_spec
 from .timing import warm_up
 
 __all__ = ["bench_scaling"]
@@ -20,36 +21,6 @@ def _steady_rate(history: Any, column: str) -> float:
     a, b = h[h["wall_time_s"] >= half].iloc[0], h.iloc[-1]
     dt = b["wall_time_s"] - a["wall_time_s"]
     return float((b[column] - a[column]) / dt) if dt > 0 else float("nan")
-
-
-def _parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``NAME[:OPTION=VALUE]...`` (a bare ``:VALUE`` is the ``comm`` option) as (scheme, options).
-
-    Raises
-    ------
-    ValueError
-        For an unknown scheme, an option the scheme does not take, or a bad value.
-    """
-    from ..options import specs
-    from ..schemes import SCHEMES
-
-    name, *parts = spec.split(":")
-    if name not in SCHEMES:
-        raise ValueError(f"schemes must be scheme names among {sorted(SCHEMES)}, each optionally followed by "
-                         f":OPTION=VALUE (sharded:joblib, averaged:average_every=4), got {spec!r}")
-    declared = specs(SCHEMES[name].Options)
-    options: dict[str, Any] = {}
-    for part in parts:
-        key, eq, text = part.partition("=")
-        if not eq:
-            key, text = "comm", part
-        if key not in declared:
-            raise ValueError(f"scheme spec {spec!r}: {name} takes options {sorted(declared) or 'none'}, not {key!r}")
-        try:
-            options[key] = declared[key].from_text(text)
-        except ValueError as e:
-            raise ValueError(f"scheme spec {spec!r}: {key}: {e}") from None
-    return name, options
 
 
 def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "sharded", "averaged"),
@@ -115,7 +86,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     from ..schemes import train
 
     schemes, workers = list(schemes), list(workers)
-    runs = [(spec, *_parse_spec(spec)) for spec in schemes]
+    runs = [(spec, *parse_scheme_spec(spec)) for spec in schemes]
     if not workers or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in workers):
         raise ValueError(f"workers must be integers >= 1, got {workers!r}")
     if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):

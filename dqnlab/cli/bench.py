@@ -27,9 +27,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "search":
         return _cmd_bench_search(args)
     if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.variants, args.figure,
-                                   args.lock, args.shared_threads, args.keep)):
-        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --lock/--no-lock, "
-                         "--shared-threads and --keep apply only to 'bench learning' (--games also to 'bench search')")
+                                   args.results, args.keep)):
+        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --results and --keep apply "
+                         "only to 'bench learning' (--games also to 'bench search')")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
         raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling' "
@@ -87,7 +87,7 @@ def _cmd_bench_search(args: argparse.Namespace) -> int:
     from ..bench.search import bench_search
 
     others = {"--presets": args.presets, "--minutes": args.minutes, "--seeds": args.seeds, "--figure": args.figure,
-              "--lock": args.lock, "--shared-threads": args.shared_threads, "--schemes": args.schemes,
+              "--results": args.results, "--schemes": args.schemes,
               "--workers": args.workers, "--seconds": args.seconds, "--eval-games": args.eval_games,
               "--n-envs": args.bench_n_envs, "--write": args.write, "--variants": args.variants}
     given = [flag for flag, value in others.items() if value is not None]
@@ -113,12 +113,12 @@ def _cmd_bench_search(args: argparse.Namespace) -> int:
 
 def _cmd_bench_learning(args: argparse.Namespace) -> int:
     from ..bench import write_section
-    from ..bench.learning import bench_learning, learning_figure, learning_markdown
+    from ..bench.learning import bench_learning, learning_figure, learning_markdown, merge_results
 
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
             or args.no_keras or args.compile or args.threads != 1:
         raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
-                         "--seeds, --lock/--no-lock, --shared-threads, --keep, --write, --figure and --json")
+                         "--seeds, --keep, --results, --write, --figure and --json")
     from ..config import PRESETS
 
     presets = csv_items(args.presets, "default,cnn,mlp-afterstate,mlp")
@@ -129,14 +129,26 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if len(seeds) != len(csv_items(args.seeds, "0")):
         raise ValueError(f"--seeds must be comma-separated integers >= 0, got {args.seeds!r}")
     schemes = csv_items(args.schemes, "serial,shared")
-    if (args.lock is not None or args.shared_threads is not None) and "shared" not in schemes:
-        raise ValueError("--lock/--no-lock and --shared-threads apply only with the shared scheme in --schemes")
-    shared = {k: v for k, v in (("lock", args.lock), ("threads", args.shared_threads)) if v is not None}
-    options = {"shared": shared} if shared else None
+    old = None
+    if args.results is not None and args.results.exists():
+        try:
+            old = json.loads(args.results.read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--results {args.results}: not a results file of bench learning ({e})") from None
+        if not isinstance(old, dict) or not {"minutes", "games", "rows", "machine"} <= set(old):
+            raise ValueError(f"--results {args.results}: not a results file of bench learning")
+        if (old["minutes"], old["games"]) != (args.minutes or 10.0, args.games or 1_000):
+            raise ValueError(f"--results {args.results} holds {old['minutes']:g}-minute runs of {old['games']} games: "
+                             f"give the same --minutes and --games")
     res = bench_learning(presets, schemes, int_list(args.workers, "1,2", "--workers"),
-                         minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds, options=options,
+                         minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds,
                          progress=not args.json, variants=csv_items(args.variants, "plain"), keep=args.keep)
     command = "python -m dqnlab bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else ["learning"])
+    res["command"] = command
+    if args.results is not None:
+        res = merge_results(old, res)
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(json.dumps(res, indent=1) + "\n")
     if args.figure is not None:
         import matplotlib
 
@@ -146,7 +158,8 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if args.write is not None:
         figure = None if args.figure is None else os.path.relpath(args.figure, args.write.parent)
         variants = "" if csv_items(args.variants, "plain") == ["plain"] else " (variants)"
-        write_section(args.write, f"learning {res['minutes']:g} min{variants}", learning_markdown(res, command, figure))
+        which = f" ({args.results.stem})" if args.results is not None else variants
+        write_section(args.write, f"learning {res['minutes']:g} min{which}", learning_markdown(res, command, figure))
     if args.json:
         print(json.dumps(res, indent=2))
     else:

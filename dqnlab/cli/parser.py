@@ -127,12 +127,13 @@ def _add_bench(sub) -> None:
                         "peers: dqnlab beside Stable-Baselines3 and gymnasium-2048 (extra 'bench'); "
                         "learner: GFLOP/s of an update beside a large matrix product, before/after tuning; "
                         "learning: greedy score of 1,000 games at points of a training budget, and the minutes "
-                        "to a player (mean 10,000; 2048 in half the games); search: a trained n-tuple player's "
+                        "to a player (mean 10,000; 2048 and 4096 in half the games); search: a trained n-tuple player's "
                         "moves/s and score at each depth of expectimax (--run, --depths, --games)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (default serial,independent,shared,"
-                                     "sharded,averaged; learning: serial,shared); scaling: each with optional "
-                                     ":OPTION=VALUE scheme options, e.g. sharded:comm=joblib, averaged:average_every=4 "
+                                     "sharded,averaged; learning: serial,shared), each with optional "
+                                     ":OPTION=VALUE scheme options, e.g. shared:lock=false, shared:threads=true, "
+                                     "independent:sync=final, averaged:average_every=4, sharded:comm=joblib "
                                      "(sharded:joblib for short)")
     b.add_argument("--workers", help="scaling, learning: comma-separated worker counts (default 1,2)")
     b.add_argument("--presets", help="learning: comma-separated presets (default default,cnn,mlp-afterstate,mlp)")
@@ -151,10 +152,9 @@ def _add_bench(sub) -> None:
                                       "plain,prioritized,n_step=3,prioritized+n_step=3 (default plain)")
     b.add_argument("--figure", type=Path, metavar="PNG", help="learning: also save the curves there "
                                                               "(e.g. docs/learning.png)")
-    b.add_argument("--lock", action=argparse.BooleanOptionalAction, default=None,
-                   help="learning: the shared scheme's lock (default locked; --no-lock: Hogwild)")
-    b.add_argument("--shared-threads", action=argparse.BooleanOptionalAction, default=None,
-                   help="learning: the shared scheme's workers as threads of one process (default processes)")
+    b.add_argument("--results", type=Path, metavar="JSON",
+                   help="learning: a results file: the configurations measured now are added to (or replace) those "
+                        "it holds, and --write and --figure show them all (e.g. docs/learning-schemes.json)")
     b.add_argument("--seconds", type=positive_float, help="scaling: seconds of each run (default 20)")
     b.add_argument("--eval-games", type=nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")

@@ -25,7 +25,7 @@ from ..runtime.loop import deferred_interrupt
 from ..runtime.results import RunResult
 from . import actors, averaged, independent, serial, sharded, shared
 
-__all__ = ["SCHEMES", "train", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES", "DEVICE_SCHEMES"]
+__all__ = ["SCHEMES", "train", "parse_scheme_spec", "WorkerError", "DivergedError", "BACKENDS", "CLUSTER_SCHEMES", "DEVICE_SCHEMES"]
 
 #: Scheme name -> its module (``Options``, ``run`` and, as module docstring, what the scheme is).
 SCHEMES: dict[str, types.ModuleType] = {
@@ -192,3 +192,33 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
             # collections are rare, and runs one after another (a benchmark's segments) kept their 268 MB
             # tables each until one came. Collect them now.
             gc.collect()
+
+
+def parse_scheme_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """A scheme and its options from ``NAME[:OPTION=VALUE]...`` (a bare ``:VALUE`` is the ``comm`` option),
+    as the benchmarks take them: ``shared:lock=false``, ``independent:sync=final:sync_every=20000``, ``sharded:joblib``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme, an option the scheme does not take, or a bad value.
+    """
+    from ..options import specs
+
+    name, *parts = spec.split(":")
+    if name not in SCHEMES:
+        raise ValueError(f"schemes must be scheme names among {sorted(SCHEMES)}, each optionally followed by "
+                         f":OPTION=VALUE (sharded:joblib, averaged:average_every=4), got {spec!r}")
+    declared = specs(SCHEMES[name].Options)
+    options: dict[str, Any] = {}
+    for part in parts:
+        key, eq, text = part.partition("=")
+        if not eq:
+            key, text = "comm", part
+        if key not in declared:
+            raise ValueError(f"scheme spec {spec!r}: {name} takes options {sorted(declared) or 'none'}, not {key!r}")
+        try:
+            options[key] = declared[key].from_text(text)
+        except ValueError as e:
+            raise ValueError(f"scheme spec {spec!r}: {key}: {e}") from None
+    return name, options

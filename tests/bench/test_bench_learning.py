@@ -29,15 +29,41 @@ def test_time_to_player_is_the_first_point_that_makes_one():
     base = {"preset": "p", "network": "ntuple", "scheme": "serial", "options": "", "workers": 1, "seed": 0}
     rows = [{**base, "minutes": m, "score_mean": s, "reach_2048": r}
             for m, s, r in [(1, 5_000, 0.0), (2, 12_000, 0.3), (3, 20_000, 0.6), (4, 25_000, 0.7)]]
+    rows[3]["reach_4096"] = 0.5
     (row,) = time_to_player(rows)
-    assert (row["minutes_to_10000"], row["minutes_to_2048_in_half"]) == (2, 3)
-    assert row["final_score_mean"] == 25_000
+    assert (row["minutes_to_10000"], row["minutes_to_2048_in_half"], row["minutes_to_4096_in_half"]) == (2, 3, 4)
+    assert row["final_score_mean"] == 25_000 and row["final_reach_4096"] == 0.5
     (never,) = time_to_player(rows[:1])
     assert never["minutes_to_10000"] is None and never["minutes_to_2048_in_half"] is None
 
 
+def test_results_of_several_commands_merge_by_configuration():
+    from dqnlab.bench.learning import learning_markdown, merge_results
+
+    def row(scheme, options, seed, score):
+        return {"preset": "default", "network": "ntuple", "variant": "", "scheme": scheme, "options": options,
+                "workers": 1 if scheme == "serial" else 2, "seed": seed, "minutes": 10.0, "env_steps": 5, "updates": 1,
+                "score_mean": score, "score_median": score, "reach_1024": 1.0, "reach_2048": 0.9, "reach_4096": 0.6,
+                "reach_8192": 0.1, "status": "completed"}
+
+    machine = machine_info()
+    first = {"machine": machine, "minutes": 10.0, "games": 1000, "command": "one",
+             "rows": [row("serial", "", 1, 90_000.0), row("shared", "lock=False", 1, 80_000.0)]}
+    again = {"machine": machine, "minutes": 10.0, "games": 1000, "command": "two",
+             "rows": [row("shared", "lock=False", 1, 85_000.0), row("independent", "", 1, 70_000.0)]}
+    merged = merge_results(merge_results(None, first), again)
+    assert [(r["scheme"], r["score_mean"]) for r in merged["rows"]] == [
+        ("serial", 90_000.0), ("shared", 85_000.0), ("independent", 70_000.0)]  # the newer run of shared replaces
+    assert [r["command"] for r in merged["runs"]] == ["one", "two"] and len(merged["time_to_player"]) == 3
+    md = learning_markdown(merged)
+    assert "Command: `one`" in md and "Command: `two`" in md and "minutes to 4096 in 50%" in md
+    with pytest.raises(ValueError, match="cannot join a file of 10 minutes"):
+        merge_results(merged, {**again, "minutes": 3.0})
+
+
 @pytest.mark.parametrize("kw,match", [
-    (dict(schemes=("serial", "shraed")), "schemes must be"),
+    (dict(schemes=("serial", "shraed")), "schemes must be scheme names"),
+    (dict(schemes=("shared:lock=nope",)), "scheme spec 'shared:lock=nope'"),
     (dict(presets=()), "presets and schemes must be non-empty"),
     (dict(schemes=("shared",), workers=(1,)), "leave \\['shared'\\] with nothing to run"),
     (dict(variants=("plain", "prioritised")), "variant 'prioritised': each part must be FIELD=VALUE"),
