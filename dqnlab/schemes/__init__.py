@@ -21,7 +21,9 @@ from ..parallel.dask import BACKENDS, CLUSTER_SCHEMES, backend_context
 from ..parallel.threads import torch_threads, torch_threads_set
 from ..runtime.checkpoint import Checkpointer, check_checkpoint_every, prepare_resume
 from ..runtime.errors import DivergedError, WorkerError
+from ..runtime.learner import warm_up
 from ..runtime.loop import deferred_interrupt
+from ..runtime.native import native_reason
 from ..runtime.results import RunResult
 from . import actors, averaged, independent, serial, sharded, shared
 
@@ -168,6 +170,8 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     if not isinstance(tensorboard, bool):
         raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
     module = SCHEMES[scheme]
+    if native_reason(config, config.device) is None:
+        warm_up()  # the compiled core: compiled (or loaded) here, before the run's clock and its workers start
     # private hooks (tests: _fault) go to run as they are, unadvertised
     hooks = {name: options.pop(name) for name in list(options)
              if name.startswith("_") and name in inspect.signature(module.run).parameters}
