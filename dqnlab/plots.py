@@ -113,14 +113,15 @@ def _score_lines(run, x: str = "wall_time_s", window: int = 50, per_worker: bool
 
 def plot_run(run, window: int = 50):
     """The standard figure of a run: reward vs wall time, reward vs env steps and speed; below,
-    the DQN diagnostics (:func:`plot_diagnostics`: TD loss, mean max-Q, epsilon vs wall time)."""
+    the DQN diagnostics (:func:`plot_diagnostics`: TD loss, mean max-Q, and epsilon -- or, for a
+    learner that does not explore, the share of games reaching the large tiles -- vs wall time)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(15, 7.4), layout="constrained")
     plot_reward(run, axes[0, 0], "wall_time_s", window)
     plot_reward(run, axes[0, 1], "env_steps", window)
     plot_speed(run, axes[0, 2])
-    plot_diagnostics(run, axes[1])
+    plot_diagnostics(run, axes[1], window)
     fig.suptitle(f"{run.scheme} x{run.workers}: {run.env_steps:,} env steps, {run.updates:,} updates, "
                  f"{run.wall_time_s:.0f} s")
     return fig
@@ -132,13 +133,15 @@ _DIAGNOSTIC_PANELS = (("loss", "TD loss", "TD loss of the last update"),
                       ("epsilon", "exploration", "epsilon"))
 
 
-def plot_diagnostics(run, axes=None):
+def plot_diagnostics(run, axes=None, window: int = 50):
     """TD loss (log scale), mean max-Q and epsilon against wall time, from ``run.history``.
 
     Each is sampled at the run's progress reports (about once a second; the loss and
     mean max-Q start when learning starts). With several workers (``independent``,
     ``shared``: learners; ``actors``: each actor's epsilon) each worker's line is drawn
-    thin beside the run's (the mean over workers).
+    thin beside the run's (the mean over workers). Where epsilon never changed (the
+    n-tuple presets act greedily: a flat line says nothing), the third panel is
+    :func:`plot_tiles` instead, over ``window`` games.
 
     Parameters
     ----------
@@ -160,7 +163,12 @@ def plot_diagnostics(run, axes=None):
         _, axes = plt.subplots(1, 3, figsize=(15, 3.6), layout="constrained")
     history = run.history
     t = np.asarray(history["wall_time_s"], float)
-    for ax, (column, title, ylabel) in zip(axes, _DIAGNOSTIC_PANELS):
+    eps = np.asarray(history["epsilon"], float) if "epsilon" in history else np.zeros(0)
+    eps = eps[np.isfinite(eps)]
+    flat = eps.size > 0 and np.all(eps == eps[0])
+    if flat:
+        plot_tiles(run, axes[2], window)
+    for ax, (column, title, ylabel) in zip(axes[:2] if flat else axes, _DIAGNOSTIC_PANELS):
         found = [(int(m.group(1)), name) for name in history.columns
                  if (m := re.fullmatch(rf"worker(\d+)_{column}", str(name)))]
         for k, name in sorted(found):
@@ -179,6 +187,50 @@ def plot_diagnostics(run, axes=None):
         ax.set_ylabel(ylabel)
         ax.set_title(title)
     return axes
+
+
+#: The tiles of :func:`plot_tiles`.
+TILES = (2048, 4096, 8192)
+
+
+def plot_tiles(run, ax=None, window: int = 50, x: str = "wall_time_s"):
+    """The share of the last ``window`` finished games (of all workers) that reached 2048, 4096 and 8192,
+    against wall time (seconds) or env steps: how a greedy learner's play grows, where epsilon is flat.
+
+    Parameters
+    ----------
+    run : RunResult
+    ax : matplotlib.axes.Axes, optional
+    window : int
+        Games in the rolling share (the first ``window - 1`` points average fewer).
+    x : {"wall_time_s", "env_steps"}
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    import matplotlib.pyplot as plt
+
+    if x not in ("wall_time_s", "env_steps"):
+        raise ValueError(f"x must be 'wall_time_s' or 'env_steps', got {x!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    ep = run.episodes.sort_values("wall_time_s")
+    if len(ep):
+        xs = np.asarray(ep["wall_time_s"], float)
+        if x == "env_steps":
+            xs = np.interp(xs, run.history["wall_time_s"], run.history["env_steps"]) if len(run.history) > 1 else \
+                np.asarray(ep["env_steps"], float)
+        for tile in TILES:
+            ax.plot(xs, _rolling((ep["max_tile"] >= tile).astype(float), window), label=f"{tile}")
+        ax.legend(fontsize="small", title="tile", title_fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no finished game yet", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps")
+    ax.set_ylabel(f"share of the last {window} games")
+    ax.set_title("games reaching a tile")
+    return ax
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,48 @@
+"""The run figure's panels: a greedy learner's third panel shows the tiles its games reach."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+
+def _run(epsilon):
+    t = np.arange(1.0, 5.0)
+    history = pd.DataFrame({"wall_time_s": t, "env_steps": 100 * t, "loss": 1.0 / t, "q_max_mean": t,
+                            "epsilon": epsilon})
+    episodes = pd.DataFrame({"worker": 0, "wall_time_s": t, "env_steps": 100 * t, "score": 1000 * t,
+                             "max_tile": [1024, 2048, 4096, 8192]})
+    return SimpleNamespace(history=history, episodes=episodes)
+
+
+def test_a_learner_that_does_not_explore_shows_the_share_of_games_reaching_each_tile():
+    from matplotlib.figure import Figure
+
+    from dqnlab.plots import plot_diagnostics
+
+    axes = Figure().subplots(1, 3)
+    plot_diagnostics(_run([0.0] * 4), axes, window=4)
+    assert axes[2].get_title() == "games reaching a tile"
+    shares = {line.get_label(): line.get_ydata()[-1] for line in axes[2].get_lines()}
+    assert shares == pytest.approx({"2048": 3 / 4, "4096": 2 / 4, "8192": 1 / 4})
+    assert [ax.get_title() for ax in axes[:2]] == ["TD loss", "mean max-Q"]
+
+    axes = Figure().subplots(1, 3)
+    plot_diagnostics(_run([1.0, 0.5, 0.2, 0.1]), axes)  # an exploring learner keeps its epsilon panel
+    assert axes[2].get_title() == "exploration"
+    np.testing.assert_allclose(axes[2].get_lines()[0].get_ydata(), [1.0, 0.5, 0.2, 0.1])
+
+
+def test_tiles_against_env_steps_and_a_bad_axis():
+    from dqnlab.plots import plot_tiles
+
+    ax = plot_tiles(_run([0.0] * 4), x="env_steps", window=2)
+    np.testing.assert_allclose(ax.get_lines()[0].get_xdata(), [100, 200, 300, 400])
+    with pytest.raises(ValueError, match="x must be 'wall_time_s' or 'env_steps'"):
+        plot_tiles(_run([0.0] * 4), x="minutes")
