@@ -193,14 +193,16 @@ def _key(r: dict[str, Any]) -> tuple:
 def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Minutes of training until each configuration first made a player.
 
-    Returns one row per (preset, variant, scheme, options, workers, seed): ``minutes_to_10000`` (the
-    first evaluated point with a greedy mean >= 10,000), ``minutes_to_2048_in_half`` and
-    ``minutes_to_4096_in_half`` (the first with that tile in >= 50% of games), None when the budget ran
-    out first; ``budget_minutes``, ``env_steps`` and ``final_score_mean``, ``final_reach_2048``,
-    ``final_reach_4096``, ``final_reach_8192`` at the last point; ``status``. The points are where the
-    curve was measured, so each time is an upper bound, as fine as the points are dense.
+    Returns one row per (preset, variant, scheme, options, workers, seed): ``minutes_to_10000`` (when the
+    greedy mean reached 10,000), ``minutes_to_2048_in_half`` and ``minutes_to_4096_in_half`` (when that
+    tile was made in half the games), None when the budget ran out first; ``budget_minutes``,
+    ``env_steps`` and ``final_score_mean``, ``final_reach_2048``, ``final_reach_4096``,
+    ``final_reach_8192`` at the last point; ``status``. Each time is where the curve crosses the mark,
+    interpolated linearly between the evaluated points around the crossing (the first point, if it is
+    already past the mark: an upper bound).
     """
     out: dict[tuple, dict[str, Any]] = {}
+    last: dict[tuple, dict[str, Any]] = {}  # the configuration's previous point
     for r in rows:
         row = out.setdefault(_key(r), {
             "preset": r["preset"], "network": r["network"], "variant": r.get("variant", ""), "scheme": r["scheme"],
@@ -210,15 +212,26 @@ def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row["status"] = r.get("status", "completed")
         if r["minutes"] is None:  # failed before its first point
             continue
+        before = last.get(_key(r))
+        last[_key(r)] = r
         if row["minutes_to_10000"] is None and r["score_mean"] >= PLAYER_SCORE:
-            row["minutes_to_10000"] = r["minutes"]
+            row["minutes_to_10000"] = _crossing(before, r, "score_mean", PLAYER_SCORE)
         for t in PLAYER_TILES:
             if row[f"minutes_to_{t}_in_half"] is None and r.get(f"reach_{t}", 0.0) >= PLAYER_REACH:
-                row[f"minutes_to_{t}_in_half"] = r["minutes"]
+                row[f"minutes_to_{t}_in_half"] = _crossing(before, r, f"reach_{t}", PLAYER_REACH)
         if r["minutes"] >= row["budget_minutes"]:
             row.update(budget_minutes=r["minutes"], env_steps=r.get("env_steps"), final_score_mean=r["score_mean"],
                        **{f"final_reach_{t}": r.get(f"reach_{t}", math.nan) for t in (2048, 4096, 8192)})
     return list(out.values())
+
+
+def _crossing(before: dict[str, Any] | None, after: dict[str, Any], key: str, mark: float) -> float:
+    """The minutes at which ``key`` reached ``mark``, linear between the point ``before`` (below it) and
+    ``after`` (at or above it); ``after``'s minutes without a point before."""
+    if before is None or before.get(key) is None or before[key] >= mark:
+        return after["minutes"]
+    share = (mark - before[key]) / (after[key] - before[key])
+    return before["minutes"] + share * (after["minutes"] - before["minutes"])
 
 
 def merge_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
@@ -328,8 +341,9 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
         where, "",
         f"Each configuration trained for {budget:g} minutes of wall time and was stopped at several points "
         f"(checkpointed and resumed: evaluation time is not training time); at each point its weights played "
-        f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: the first point at which the "
-        f"greedy mean reached {PLAYER_SCORE:,}, and at which the 2048 (4096) tile was made in half the games.", "",
+        f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: when the greedy mean reached "
+        f"{PLAYER_SCORE:,}, and when the 2048 (4096) tile was made in half the games, interpolated linearly "
+        f"between the two points around the crossing.", "",
         md_table(ttp, {"preset": "preset", "variant": "variant", "scheme": "scheme", "options": "options",
                        "workers": "workers", "seed": "seed", "to_10000": f"minutes to mean {PLAYER_SCORE:,}",
                        **tiles, "final_score_mean": "mean score at the end", "final_reach_2048": "2048 at the end",

@@ -19,13 +19,17 @@ from .independent import independent_data, independent_figure
 from .learning import (
     METHOD_VARIANTS,
     REPLAY_VARIANTS,
+    SCHEME_RESULTS,
     learning_config,
     learning_data,
     learning_figure,
     methods_data,
     replay_data,
+    scheme_learning,
+    scheme_learning_table,
     step_size_figure,
     step_sizes,
+    versus_serial,
 )
 from .reproduce import NOTEBOOKS, Notebook, reproduce
 from .serial import project_days, serial_data, serial_figure, user_play_moves
@@ -41,6 +45,7 @@ __all__ = [
     "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
-    "METHOD_VARIANTS", "step_sizes", "step_size_figure",
+    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "scheme_learning", "scheme_learning_table",
+    "versus_serial",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

@@ -1,13 +1,18 @@
-"""Notebook 08, learning: the network families' learning curves, what prioritized replay and
-n-step returns change, and what the n-tuple field's learning methods change (small ``bench learning``
-runs), with temporal coherence's step sizes drawn from a run's checkpoint."""
+"""Learning curves: each scheme's beside serial's, as ``bench learning`` measured them (the scheme
+notebooks 02-07, from its results file); and notebook 08's: the network families' learning curves,
+what prioritized replay and n-step returns change, and what the n-tuple field's learning methods
+change (small ``bench learning`` runs), with temporal coherence's step sizes drawn from a run's
+checkpoint."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_player
 from ..bench.learning import learning_figure as draw_learning_curves
@@ -17,7 +22,13 @@ from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
-           "methods_data", "step_sizes", "step_size_figure"]
+           "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "scheme_learning",
+           "scheme_learning_table", "versus_serial"]
+
+#: The results file of ``bench learning`` over the schemes (10 minutes of the ``default`` preset, 1,000
+#: greedy games at each point, seeds 1 and 2; its commands are in it and in ``docs/learning.md``): the
+#: measured curves the scheme notebooks draw beside serial's. It is in a source checkout, beside the package.
+SCHEME_RESULTS = Path(__file__).resolve().parents[2] / "docs" / "learning-schemes.json"
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
@@ -236,7 +247,80 @@ def _learning_budget(b: Budget, minutes: float | None, games: int | None
 
 
 def learning_figure(data: dict[str, Any]):
-    """08: greedy mean score and the share of games reaching 1024, 2048 and 4096 against
-    minutes of training, one line per network family (and ``ntuple`` on 2 workers)."""
+    """Greedy mean score and the share of games reaching 2048, 4096 and 8192 against minutes of training,
+    one line per configuration: 08's network families (and ``ntuple`` on 2 workers), or a scheme beside
+    serial (:func:`scheme_learning`)."""
     _, axes = new_figure(1, 4, figsize=(15, 3.8))
     return draw_learning_curves(data, axes)
+
+
+def scheme_learning(scheme: str | None = None, results: str | Path = SCHEME_RESULTS) -> dict[str, Any]:
+    """The learning curves measured for ``scheme`` (each of its option sets and worker counts) and for
+    ``serial``, from a ``bench learning --results`` file (None: every scheme in it).
+
+    Returns
+    -------
+    dict
+        The file's results (``minutes``, ``games``, ``runs``: the commands and machines) with only those
+        ``rows`` and their ``time_to_player``; ``measured``: whether the file has ``scheme`` at all.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a scheme.
+    FileNotFoundError
+        If ``results`` does not exist (an installed package has no ``docs/``), naming the command that
+        makes it.
+    """
+    from ..schemes import SCHEMES
+
+    if scheme is not None and scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {sorted(SCHEMES)} or None, got {scheme!r}")
+    path = Path(results)
+    if not path.exists():
+        raise FileNotFoundError(f"no results file {path}: a source checkout has it in docs/; or make one with "
+                                f"python -m dqnlab bench learning --presets default --schemes serial,{scheme or 'shared'} "
+                                f"--workers 2 --seeds 1,2 --results {path.name}")
+    res = json.loads(path.read_text())
+    rows = [r for r in res["rows"] if scheme is None or r["scheme"] in (scheme, "serial")]
+    return {**res, "rows": rows, "time_to_player": time_to_player(rows),
+            "measured": scheme is None or any(r["scheme"] == scheme for r in rows)}
+
+
+def scheme_learning_table(data: dict[str, Any]) -> pd.DataFrame:
+    """:func:`scheme_learning`'s time to a player as a table: one row per configuration and seed (minutes to
+    a greedy mean of 10,000 and to 2048 / 4096 in half the games, NaN where the budget ran out first; the
+    mean score and the shares of games reaching 2048 / 4096 / 8192 at the end; env steps)."""
+    columns = {"scheme": "scheme", "options": "options", "workers": "workers", "seed": "seed",
+               "minutes_to_10000": "min to 10,000", "minutes_to_2048_in_half": "min to 2048 in half",
+               "minutes_to_4096_in_half": "min to 4096 in half", "final_score_mean": "mean at the end",
+               "final_reach_2048": "2048", "final_reach_4096": "4096", "final_reach_8192": "8192",
+               "env_steps": "env steps"}
+    table = pd.DataFrame(data["time_to_player"], columns=list(columns)).rename(columns=columns)
+    return table.astype({c: float for c in ("min to 10,000", "min to 2048 in half", "min to 4096 in half")})
+
+
+def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
+    """Each configuration of :func:`scheme_learning` against ``serial``, over its seeds: the minutes of its
+    slowest seed to a greedy mean of 10,000 and to 2048 / 4096 in half the games (NaN where a seed never got
+    there), each also as a ratio to serial's (below 1: sooner than serial, in every seed), the median mean
+    score at the end, and the median env steps per second of training (all workers)."""
+    table = pd.DataFrame(data["time_to_player"])
+    if table.empty:
+        return table
+    table["env_steps_per_s"] = table["env_steps"] / (60.0 * table["budget_minutes"])
+    times = {"minutes_to_10000": "to 10,000", "minutes_to_2048_in_half": "to 2048 in half",
+             "minutes_to_4096_in_half": "to 4096 in half"}
+    table = table.astype({c: float for c in times})
+
+    def slowest(v: pd.Series) -> float:
+        return float(v.max()) if v.notna().all() else math.nan
+
+    out = table.groupby(["scheme", "options", "workers"], sort=False).agg(
+        seeds=("seed", "count"), **{f"min {name}": (c, slowest) for c, name in times.items()},
+        mean_at_end=("final_score_mean", "median"), env_steps_per_s=("env_steps_per_s", "median")).reset_index()
+    serial = out[out["scheme"] == "serial"]
+    for name in times.values():
+        base = float(serial[f"min {name}"].iloc[0]) if len(serial) else math.nan
+        out[f"x serial {name}"] = out[f"min {name}"] / base
+    return out

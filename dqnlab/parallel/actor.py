@@ -28,6 +28,7 @@ from ..runtime.learner import next_board_masks, worker_seeds
 from .faults import check_fault
 from .messages import ActorData, Checkpoint, NewWeights, Stop, Throttle, UnexpectedMessage
 from .tasks import Channel
+from .weights import Changes, apply_changes
 
 __all__ = ["Actor", "ActorSettings", "actor_task", "FLUSH_S", "ORDERS_S"]
 
@@ -265,35 +266,32 @@ class Actor:
         self.apply(orders)
 
     def apply(self, orders: list[Any]) -> None:
-        """Carry out ``orders`` in the order they came (a checkpoint sees the ones before it); of several
-        weights, only the newest is loaded.
+        """Carry out ``orders`` in the order they came (a checkpoint sees the ones before it); each new
+        weights are changes from the ones before, so every one is loaded.
 
         Raises
         ------
         UnexpectedMessage
             For a message that is not an actor's order.
         """
-        newest = None
         for msg in orders:
             if isinstance(msg, NewWeights):
-                if msg.weights is not None:
-                    newest = msg.weights
+                self._load_weights(msg.weights)
                 self.version = msg.version
             elif isinstance(msg, Throttle):
                 self.paused = msg.paused
             elif isinstance(msg, Checkpoint):
-                self._load_weights(newest)
-                newest = None
                 self.serve_checkpoint(msg.id)
             elif not isinstance(msg, Stop):
                 raise UnexpectedMessage(f"actor {self.settings.worker}", msg)
-        self._load_weights(newest)
 
-    def _load_weights(self, weights: dict[str, np.ndarray] | None) -> None:
-        """Act with ``weights`` from now on (None: keep the current ones)."""
-        if weights is not None:
+    def _load_weights(self, changes: Changes | None) -> None:
+        """Act from now on with the learner's weights, given as ``changes`` from this actor's (None: keep them)."""
+        if changes is not None:
             t0 = time.perf_counter()
-            self.agent.set_weights(weights, target=self.own_target)
+            apply_changes(self.agent.weight_views(), changes)  # (the actor's network is on the CPU: in place)
+            if self.own_target:
+                self.agent.sync_target()
             self.loads += 1
             self.timing["weights"] += time.perf_counter() - t0
 

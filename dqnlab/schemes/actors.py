@@ -11,8 +11,11 @@ al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933)
   (:data:`~dqnlab.parallel.actor.FLUSH_S`; sooner when throttled, so that one message stays within the slack).
 * **The learner is this (the parent) process.** It owns the replay buffer, the
   online and target networks and Adam, and trains *while* the actors act: between
-  messages it takes updates, and every ``weights_every`` updates it sends every actor
-  the new weights. Keeping the learner in the parent (rather than in a dedicated
+  messages it takes updates (an afterstate n-tuple network's on the compiled core, as
+  ``serial``'s), and every ``weights_every`` updates it sends every actor the new weights:
+  only the entries that changed since that actor's last copy
+  (:func:`~dqnlab.parallel.weights.changed_entries`; ``bytes_moved`` in the run's ``extra``),
+  so an n-tuple network's 268 MB tables travel a few per cent at a time. Keeping the learner in the parent (rather than in a dedicated
   task) means no second copy of the buffer, the final weights are simply here, and
   with the Dask backend the actors run on the cluster while the learner runs
   in the calling process (the data comes back through the scheduler).
@@ -90,21 +93,24 @@ from ..parallel.feed import ActorFeed, lag_summary
 from ..parallel.messages import ActorData, NewWeights, Throttle
 from ..parallel.tasks import TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads, torch_threads_set
-from ..replay import make_buffer
+from ..parallel.weights import Weights, apply_changes, changed_entries, changes_nbytes
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
-from ..runtime.learner import replay_update, worker_seeds
+from ..runtime.learner import Learner, replay_update
 from ..runtime.loop import RunLoop, mean_diagnostics
 from ..runtime.progress import Progress
 from ..runtime.results import RunResult
 
-__all__ = ["Options", "run", "apex_epsilons", "APEX_EPSILON", "APEX_ALPHA", "ACTOR_EPSILONS"]
+__all__ = ["Options", "run", "apex_epsilons", "APEX_EPSILON", "APEX_ALPHA", "ACTOR_EPSILONS", "WEIGHTS_EVERY"]
 
 #: Base epsilon and spread of Ape-X's per-actor exploration (Horgan et al. 2018).
 APEX_EPSILON = 0.4
 APEX_ALPHA = 7.0
 #: Named choices of ``actor_epsilon`` (a list of K numbers is also accepted).
 ACTOR_EPSILONS = ("schedule", "apex")
+#: ``weights_every`` left at None: learner updates between broadcasts per network family (an n-tuple
+#: network's update is a few microseconds: thousands a second; a network's about a millisecond).
+WEIGHTS_EVERY = {"ntuple": 5_000, "mlp": 50, "cnn": 50}
 
 
 def _epsilons_value(value: Any) -> str | tuple[float, ...]:
@@ -124,8 +130,8 @@ def _epsilons_value(value: Any) -> str | tuple[float, ...]:
 class Options(SchemeOptions):
     """Options of ``actors`` (keyword arguments of :func:`dqnlab.train`)."""
 
-    weights_every: int = option(50, "Learner updates between weight broadcasts to the actors.", unit="updates",
-                                low=1)
+    weights_every: int | None = option(None, "Learner updates between weight broadcasts to the actors; none: "
+                                       "5,000 for the n-tuple network, 50 for the others.", unit="updates", low=1)
     min_replay_ratio: float | None = option(
         None, "Actors pause while the learner has trained fewer samples per env step than this (after learning "
         "starts, beyond a slack of 32 updates, SLACK_UPDATES), at most config.replay_ratio; None: half of it; "
@@ -146,6 +152,8 @@ SLACK_UPDATES = 32
 MAX_CHUNK = 4096
 #: Seconds of updates the learner takes before looking at its messages again.
 LEARN_SLICE_S = 0.02
+#: Updates of an n-tuple network the compiled core takes in one call (a fraction of ``LEARN_SLICE_S``).
+NATIVE_SLICE = 64
 
 
 def apex_epsilons(workers: int, epsilon: float = APEX_EPSILON, alpha: float = APEX_ALPHA) -> list[float]:
@@ -229,10 +237,11 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
     remote = active_dask_client() is not None
-    reported = {"weights_every": options.weights_every, "min_replay_ratio": min_ratio,
+    weights_every = options.weights_every or WEIGHTS_EVERY[config.network]
+    reported = {"weights_every": weights_every, "min_replay_ratio": min_ratio,
                 "actor_epsilon": options.actor_epsilon if isinstance(options.actor_epsilon, str) else list(epsilons),
                 "lockstep": options.lockstep}
-    learner = _CentralLearner(config, workers, options.weights_every, min_ratio, options.lockstep)
+    learner = _CentralLearner(config, workers, weights_every, min_ratio, options.lockstep)
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
     if resumed is not None:
         if len(resumed["actors"]) != workers:
@@ -246,6 +255,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     learner.t0 = loop.t0
     budgets, checkpointing = split_budget(config.total_env_steps, workers), _checkpoint is not None
     init, chunk = learner.agent.get_weights(), _max_chunk(config, min_ratio, workers)
+    learner.actors_have(init, None if resumed is None else resumed["actors"])
     tasks = [dict(settings=ActorSettings(config=config, worker=k, workers=workers, budget=budgets[k],
                                          clock=RunClock.of(loop), epsilon=epsilons[k], lockstep=options.lockstep,
                                          max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
@@ -323,11 +333,15 @@ class _CentralLearner(ActorFeed):
     has_work = True
 
     def __init__(self, config: TrainConfig, workers: int, weights_every: int, min_ratio: float, lockstep: bool):
-        _, replay_seed, agent_seed = worker_seeds(config.seed, 0)
-        super().__init__(workers, make_buffer(config, seed=replay_seed))
+        # A learner of its own (serial's seeds): its agent, its buffer (which the actors fill) and, for an
+        # afterstate n-tuple network, its compiled core's updates; its own boards never step.
+        self.core = Learner(config, device=config.device)  # (the actors act on the CPU)
+        super().__init__(workers, self.core.buffer)
         self.config = config
         self.weights_every, self.min_ratio, self.lockstep = weights_every, min_ratio, lockstep
-        self.agent = DQNAgent(config, seed=agent_seed, device=config.device)  # (the actors act on the CPU)
+        self.agent: DQNAgent = self.core.agent
+        self.sent: list[Weights] = []  # each actor's weights as it has them (its next weights are changes from them)
+        self.bytes_sent = 0  # of weights, to the actors
         self.threads: int | None = None
         self.credit = 0.0  # updates owed at the replay ratio
         self.started_at: int | None = None  # env steps when learning started
@@ -411,9 +425,17 @@ class _CentralLearner(ActorFeed):
         done = 0
         if self.config.prioritized:
             self.buffer.beta = priority_beta_at(self.config, self.env_steps, time.perf_counter() - self.t0)
+        native = self.core.native
         while done < n:
-            self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
-            done += 1
+            if native is None:
+                self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
+                done += 1
+            else:  # a slice of updates on the compiled core, up to the next broadcast
+                k = min(n - done, NATIVE_SLICE, n if self.lockstep else
+                        max(1, self.weights_every - (self.updates - self.broadcast_at)))
+                native.learn(k)
+                self.last_loss = self.core.last_loss
+                done += k
             if not self.lockstep and self.updates - self.broadcast_at >= self.weights_every and not self.group.stopping:
                 self.timing["learning"] += time.perf_counter() - t0
                 self._send_weights([k for k in range(self.workers) if k not in self.gone])
@@ -433,17 +455,26 @@ class _CentralLearner(ActorFeed):
         self.catch_up_s = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ orders to actors
+    def actors_have(self, init: Weights, resumed: list[dict[str, Any]] | None) -> None:
+        """What each actor starts with: ``init`` (the learner's weights), or a resumed lockstep actor's own."""
+        self.sent = [{n: np.array(w, np.float32, copy=True) for n, w in
+                      (init if resumed is None or resumed[k]["weights"] is None else resumed[k]["weights"]).items()}
+                     for k in range(self.workers)]
+
     def _send_weights(self, actors: list[int]) -> None:
-        """Send ``actors`` the current weights (None for an actor that already has them)."""
+        """Send ``actors`` the current weights, as changes from the copy each has (None for an actor that
+        already has them)."""
         t0 = time.perf_counter()
-        weights = None
+        views = self.agent.weight_views()
         for k in actors:
-            fresh = self.version_sent[k] != self.updates
-            if fresh and weights is None:
-                weights = self.agent.get_weights()
-            self.group.send(k, NewWeights(weights if fresh else None, self.updates))
+            changes = None
+            if self.version_sent[k] != self.updates:
+                changes = changed_entries(views, self.sent[k])
+                apply_changes(self.sent[k], changes)
+                self.bytes_sent += changes_nbytes(changes)
+            self.group.send(k, NewWeights(changes, self.updates))
             self.version_sent[k] = self.updates
-            self.weights_sent += int(fresh)
+            self.weights_sent += int(changes is not None)
         self.broadcast_at = self.updates
         self.timing["sending_weights"] += time.perf_counter() - t0
 
@@ -469,6 +500,7 @@ class _CentralLearner(ActorFeed):
         """The learner's part of a checkpoint (copies)."""
         return {"agent": copy.deepcopy(self.agent.state_dict()), **super().state_dict(), "credit": self.credit,
                 "started_at": self.started_at, "weights_sent": self.weights_sent, "broadcast_at": self.broadcast_at,
+                "bytes_sent": self.bytes_sent,
                 "version_sent": list(self.version_sent), "paused": self.paused, "pauses": self.pauses,
                 "catch_up_s": self.catch_up_s}
 
@@ -479,6 +511,7 @@ class _CentralLearner(ActorFeed):
         self.credit = float(state["credit"])
         self.started_at = None if state["started_at"] is None else int(state["started_at"])
         self.weights_sent, self.broadcast_at = int(state["weights_sent"]), int(state["broadcast_at"])
+        self.bytes_sent = int(state.get("bytes_sent", 0))  # (a checkpoint of an older dqnlab has none)
         # Each actor holds the weights its own state says (an order in flight at the end of a run was lost); an
         # actor whose state keeps no weights (not lockstep) starts from the learner's.
         self.version_sent = [self.agent.updates if a["weights"] is None else int(a["st"]["version"]) for a in actors]
@@ -513,7 +546,8 @@ class _CentralLearner(ActorFeed):
                 "learning_started_at": self.started_at, "slack_updates": SLACK_UPDATES,
                 "updates_owed": self.owed(), "throttle_pauses": self.pauses, "catch_up_s": self.catch_up_s,
                 "weights_every": self.weights_every,
-                "weights_sent": self.weights_sent, "actor_waits": sum(w["waits"] for w in per_worker),
+                "weights_sent": self.weights_sent, "bytes_moved": self.bytes_sent,
+                "bytes_moved_per_s": self.bytes_sent / wall if wall > 0 else None, "actor_waits": sum(w["waits"] for w in per_worker),
                 "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,
                 "replay": self.buffer.statistics(),
             },

@@ -31,7 +31,11 @@ def test_time_to_player_is_the_first_point_that_makes_one():
             for m, s, r in [(1, 5_000, 0.0), (2, 12_000, 0.3), (3, 20_000, 0.6), (4, 25_000, 0.7)]]
     rows[3]["reach_4096"] = 0.5
     (row,) = time_to_player(rows)
-    assert (row["minutes_to_10000"], row["minutes_to_2048_in_half"], row["minutes_to_4096_in_half"]) == (2, 3, 4)
+    # where the curve crosses the mark, between the points around it: 5,000 -> 12,000 crosses 10,000 at 5/7
+    assert row["minutes_to_10000"] == pytest.approx(1 + 5 / 7)
+    assert row["minutes_to_2048_in_half"] == pytest.approx(2 + 0.2 / 0.3)
+    assert row["minutes_to_4096_in_half"] == 4  # (the earlier points have no 4096 share: read as none)
+    assert time_to_player(rows[1:])[0]["minutes_to_10000"] == 2  # the first point past the mark: its minutes
     assert row["final_score_mean"] == 25_000 and row["final_reach_4096"] == 0.5
     (never,) = time_to_player(rows[:1])
     assert never["minutes_to_10000"] is None and never["minutes_to_2048_in_half"] is None

@@ -203,3 +203,27 @@ def test_prioritized_n_step_actors_end_to_end(cfg):
     assert replay["priority_min"] > 0 and replay["priority_max"] <= replay["max_priority"]
     # n-step: each actor holds back at most n - 1 steps of each board
     assert run.env_steps - 2 * 2 * config.n_envs <= replay["added"] <= run.env_steps
+
+
+def test_ntuple_actors_learn_on_the_core_and_get_only_the_changed_entries():
+    config = TrainConfig.preset("ntuple-small", total_env_steps=6_000, n_envs=16, buffer_size=2_000, batch_size=32,
+                                learning_starts=256, seed=0)
+    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10)
+    _check_run(run, config, 2)
+    assert run.options["weights_every"] == 10
+    table = run.weights["weight"].nbytes  # 17 4-tuples: 4.5 MB
+    assert run.extra["weights_sent"] >= 4
+    assert 0 < run.extra["bytes_moved"] < 0.2 * run.extra["weights_sent"] * table  # changes, not tables
+    assert run.extra["weights_every"] == 10
+
+
+def test_one_ntuple_actor_in_lockstep_acts_with_the_learners_weights_all_along():
+    config = TrainConfig.preset("ntuple-small", total_env_steps=3_000, n_envs=16, buffer_size=2_000, batch_size=32,
+                                learning_starts=256, seed=0)
+    serial = dqnlab.train("serial", config, progress=False)
+    run = dqnlab.train("actors", config, workers=1, progress=False, lockstep=True)
+    assert run.extra["param_lag"]["max"] == 0 and run.updates == serial.updates > 10
+    # the same games and updates as serial: every changes message made the actor's copy the learner's
+    cols = ["episode", "env_steps", "score", "max_tile"]
+    assert run.episodes[cols].equals(serial.episodes[cols])
+    np.testing.assert_array_equal(run.weights["weight"], serial.weights["weight"])

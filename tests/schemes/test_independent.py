@@ -136,3 +136,47 @@ def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stoppe
     assert learner.awaiting is None
     np.testing.assert_array_equal(mine["w"], np.full(3, 0.5, np.float32))
     np.testing.assert_array_equal(learner.base["w"], np.full(3, 0.5, np.float32))
+
+
+def test_ntuple_learners_sync_by_the_entries_that_changed():
+    config = dqnlab.TrainConfig.preset("ntuple-small", total_env_steps=6_000, n_envs=16, buffer_size=2_000,
+                                       batch_size=32, learning_starts=256, seed=0)
+    run = dqnlab.train("independent", config, workers=2, progress=False, sync="periodic", sync_every=20)
+    table = run.weights["weight"].nbytes  # 17 4-tuples: 4.5 MB
+    rounds = run.extra["divergence"]
+    assert run.extra["syncs"] == len(rounds) >= 3 and run.options["sync_every"] == 20
+    assert all(r["divergence"] > 0 for r in rounds)  # 20 updates apart before each sync
+    # every post and every reply carries a few thousand entries, not the table
+    moves = 2 * 2 * run.extra["syncs"] + 2
+    assert 0 < run.extra["bytes_moved"] < 0.1 * moves * table
+    assert run.extra["bytes_moved_per_s"] == pytest.approx(run.extra["bytes_moved"] / run.wall_time_s, rel=0.05)
+    assert all(w["bytes_sent"] > 0 for w in run.extra["per_worker"])
+
+
+def test_a_sync_leaves_every_ntuple_learner_with_the_average_of_their_weights():
+    from types import SimpleNamespace
+
+    from dqnlab.parallel.messages import NewWeights, SyncPost
+    from dqnlab.parallel.weights import apply_changes, average_weights, changed_entries
+    from dqnlab.schemes.independent import _IndependentCoordinator
+
+    rng = np.random.default_rng(0)
+    base = {"weight": rng.normal(size=(1000, 1)).astype(np.float32)}
+    learners = []
+    for k in range(3):  # each trained a different few entries since the last sync (one entry by two of them)
+        w = {"weight": base["weight"].copy()}
+        w["weight"][[k, 10 + k, 500]] += 1.0 + k
+        learners.append(w)
+    sent = []
+    parent = _IndependentCoordinator(3, 8, {"weight": base["weight"].copy()}, "periodic", 500.0)
+    parent.group = SimpleNamespace(stopping=False, send=lambda k, msg: sent.append((k, msg)))
+    parent.loop = SimpleNamespace(elapsed=1.0)
+    for k, w in enumerate(learners):
+        parent.receive(SyncPost(k, 1, True, changed_entries(w, base), 0.0, 100, 50))
+    want = average_weights(learners)
+    assert [k for k, _ in sent] == [0, 1, 2] and all(isinstance(m, NewWeights) for _, m in sent)
+    for (k, msg), w in zip(sent, learners):
+        assert msg.weights["weight"][0].size == 7  # the union of what the three changed
+        apply_changes(w, msg.weights)
+        np.testing.assert_array_equal(w["weight"], want["weight"])
+    np.testing.assert_array_equal(parent.base["weight"], want["weight"])

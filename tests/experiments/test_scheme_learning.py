@@ -1,0 +1,60 @@
+"""The scheme notebooks' learning curves: a scheme's rows beside serial's from a bench learning results file,
+and each configuration's time to a player against serial's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dqnlab.bench.report import machine_info
+
+
+def _row(scheme, options, seed, minutes, score, r2048, r4096):
+    return {"preset": "default", "network": "ntuple", "variant": "", "scheme": scheme, "options": options,
+            "workers": 1 if scheme == "serial" else 2, "seed": seed, "minutes": minutes,
+            "env_steps": int(minutes * 60 * 100_000), "updates": 1, "score_mean": score, "score_median": score,
+            "reach_1024": 1.0, "reach_2048": r2048, "reach_4096": r4096, "reach_8192": 0.0, "status": "completed"}
+
+
+@pytest.fixture
+def results(tmp_path):
+    rows = []
+    for seed in (1, 2):
+        rows += [_row("serial", "", seed, 1.0, 20_000, 0.4, 0.0), _row("serial", "", seed, 2.0, 40_000, 0.8, 0.5)]
+        rows += [_row("shared", "lock=False", seed, 1.0, 30_000, 0.6, 0.1),
+                 _row("shared", "lock=False", seed, 2.0, 50_000, 0.9, 0.6 if seed == 1 else 0.4)]
+        rows += [_row("independent", "", seed, 2.0, 9_000, 0.1, 0.0)]
+    path = tmp_path / "schemes.json"
+    path.write_text(json.dumps({"machine": machine_info(), "minutes": 2.0, "games": 1000, "rows": rows,
+                                "runs": [{"command": "bench", "machine": machine_info()}]}))
+    return path
+
+
+def test_a_schemes_curves_come_with_serials(results):
+    from dqnlab import experiments as ex
+
+    data = ex.scheme_learning("shared", results)
+    assert data["measured"] and {r["scheme"] for r in data["rows"]} == {"serial", "shared"}
+    assert len(ex.scheme_learning_table(data)) == 4  # 2 configurations x 2 seeds
+    assert not ex.scheme_learning("actors", results)["measured"]
+    assert len(ex.learning_figure(data).axes) == 4
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        ex.scheme_learning("sharde", results)
+    with pytest.raises(FileNotFoundError, match="bench learning --presets default"):
+        ex.scheme_learning("shared", results.with_name("none.json"))
+
+
+def test_versus_serial_gives_median_minutes_and_their_ratio(results):
+    from dqnlab import experiments as ex
+
+    table = ex.versus_serial(ex.scheme_learning(None, results)).set_index("scheme")
+    # serial crosses 50% between its points (0.4 at 1 minute, 0.8 at 2); shared is past it at its first point
+    assert table.loc["serial", "min to 2048 in half"] == pytest.approx(1.25)
+    assert table.loc["shared", "min to 2048 in half"] == 1.0
+    assert table.loc["shared", "x serial to 2048 in half"] == pytest.approx(0.8)
+    assert np.isnan(table.loc["shared", "min to 4096 in half"])  # seed 2 never made 4096 in half the games
+    assert table.loc["serial", "min to 4096 in half"] == 2.0 and table.loc["shared", "seeds"] == 2
+    assert np.isnan(table.loc["independent", "min to 10,000"])  # never got there in the budget
+    assert table.loc["serial", "env_steps_per_s"] == pytest.approx(100_000)
