@@ -24,7 +24,8 @@ from ..config import TrainConfig
 from ..game import VecGame2048, legal_actions_batch
 from ..replay import FIELDS, Minibatch, NStepReturns
 from ..runtime.driver import RunClock
-from ..runtime.learner import next_board_masks, worker_seeds
+from ..runtime.learner import Learner, next_board_masks, worker_seeds
+from ..runtime.native import native_reason
 from .faults import check_fault
 from .messages import ActorData, Checkpoint, NewWeights, Stop, Throttle, UnexpectedMessage
 from .tasks import Channel
@@ -102,6 +103,11 @@ class Actor:
     learner's reply after every step. With prioritized replay each transition carries its
     initial priority, the actor's own TD error (Ape-X, Horgan et al. 2018).
 
+    An actor that acts greedily with an afterstate n-tuple network (the n-tuple presets: epsilon 0)
+    acts on the compiled core (:attr:`core`, a :class:`~dqnlab.runtime.learner.Learner` of its own
+    that never learns: its boards, n-step returns and a buffer of one message's transitions), for
+    many steps a call, as ``serial`` does; any other acts one step at a time in Python.
+
     With ``checkpointing``, it answers the learner's checkpoint requests: it sends the
     transitions it holds, then its :meth:`state`, and waits for the checkpoint to be written
     (or a stop); its final state goes with the last message. The state holds the actor's copy
@@ -135,11 +141,16 @@ class Actor:
         self.ch, self.settings, self.config = ch, settings, settings.config
         config, worker = settings.config, settings.worker
         self.clock0, self.deadline = settings.clock.local()  # the learner's start, on this process's clock
-        env_seed, _, agent_seed = worker_seeds(config.seed, worker)
-        self.env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
-                               invalid_move_reward=config.invalid_move_reward)
-        self.agent = DQNAgent(config, seed=agent_seed)  # its rng explores; its weights come from the learner
-        self.nstep = NStepReturns(config.n_step, config.gamma, config.n_envs)
+        self.core = _acting_core(settings)
+        if self.core is not None:  # (the same seeds, boards and games as below, stepped by the kernels)
+            self.env, self.agent, self.nstep = self.core.env, self.core.agent, self.core.nstep
+            self.core.clock0 = self.clock0
+        else:
+            env_seed, _, agent_seed = worker_seeds(config.seed, worker)
+            self.env = VecGame2048(config.n_envs, seed=env_seed, max_moves=config.max_moves,
+                                   invalid_move_reward=config.invalid_move_reward)
+            self.agent = DQNAgent(config, seed=agent_seed)  # its rng explores; its weights come from the learner
+            self.nstep = NStepReturns(config.n_step, config.gamma, config.n_envs)
         # Prioritized replay: the actor computes each transition's initial priority from its own TD error,
         # with its copy of the weights as online and target network (Horgan et al. 2018).
         self.own_target = config.prioritized
@@ -198,13 +209,16 @@ class Actor:
         self.flush(done=True, final_state=self.state() if s.checkpointing else None)
 
     def act(self) -> int:
-        """Step every board once with the current epsilon; keep the n-step transitions and the finished games.
+        """Step every board once with the current epsilon (on the compiled core: as many times as fill about
+        one message, or :data:`ORDERS_S`); keep the n-step transitions and the finished games.
 
         Returns
         -------
         int
-            The env steps taken (``n_envs``).
+            The env steps taken (``n_envs`` a step).
         """
+        if self.core is not None:
+            return self._act_on_core()
         t0 = time.perf_counter()
         boards = self.boards
         actions = self.agent.act(boards, self.masks, self.epsilon_now())
@@ -225,6 +239,29 @@ class Actor:
                                   "epsilon": eps, "loss": math.nan})
                 self.episodes += 1
             self.finished_in_chunk += len(done)
+        self.timing["acting"] += time.perf_counter() - t0
+        return n
+
+    def _act_on_core(self) -> int:
+        """:meth:`act` on the compiled core: its steps' transitions are what its buffer gained."""
+        t0 = time.perf_counter()
+        s, core, n_envs = self.settings, self.core, self.config.n_envs
+        steps = max(1, s.max_chunk // n_envs)
+        if s.budget is not None:
+            steps = min(steps, -(-(s.budget - self.env_steps) // n_envs))
+        buf, before = core.buffer, core.buffer.added
+        core.env_steps, core.masks = self.env_steps, self.masks
+        n = core.native.run(steps, time.perf_counter() + ORDERS_S, learn=False)
+        new = buf.added - before
+        index = (buf.pos - new + np.arange(new)) % buf.capacity
+        self.chunk.append({name: buf.arrays[name][index] for name in FIELDS})
+        for row in core.episodes:  # (numbered as this actor's games)
+            self.rows.append({**row, "worker": s.worker, "episode": self.episodes, "loss": math.nan})
+            self.episodes += 1
+        self.finished_in_chunk += len(core.episodes)
+        core.episodes.clear()
+        self.boards, self.masks = core.boards, core.masks
+        self.env_steps += n
         self.timing["acting"] += time.perf_counter() - t0
         return n
 
@@ -338,6 +375,8 @@ class Actor:
         if "nstep" in state:  # (an actor state from before n-step returns has none: nothing pending)
             self.nstep.load_state_dict(state["nstep"])
         self.boards, self.masks = np.array(state["boards"], np.uint8), np.array(state["masks"], bool)
+        if self.core is not None:
+            self.core.boards, self.core.masks = self.boards, self.masks
         st = state["st"]
         self.env_steps, self.episodes = int(st["env_steps"]), int(st["episodes"])
         self.loads, self.waits = int(st["loads"]), int(st["waits"])
@@ -346,3 +385,14 @@ class Actor:
         self.timing.update({key: float(v) for key, v in state["timing"].items()})
         self.awaiting = bool(state["awaiting"])
         self.paused = paused  # the learner's throttle is what counts (an order in flight at the end was lost)
+
+
+def _acting_core(settings: ActorSettings) -> Learner | None:
+    """The compiled core an actor acts on, where it can (see :class:`Actor`): a learner that never learns,
+    with this actor's seeds and a buffer of at least one message's transitions; None elsewhere."""
+    c = settings.config
+    greedy = c.epsilon_start == c.epsilon_end == 0.0 and not settings.epsilon and not settings.lockstep
+    if not greedy or native_reason(c) is not None:
+        return None
+    return Learner(c.replace(buffer_size=max(settings.max_chunk, c.n_envs), learning_starts=0),
+                   worker=settings.worker)

@@ -241,7 +241,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     reported = {"weights_every": weights_every, "min_replay_ratio": min_ratio,
                 "actor_epsilon": options.actor_epsilon if isinstance(options.actor_epsilon, str) else list(epsilons),
                 "lockstep": options.lockstep}
-    learner = _CentralLearner(config, workers, weights_every, min_ratio, options.lockstep)
+    chunk = _max_chunk(config, min_ratio, workers)
+    learner = _CentralLearner(config, workers, weights_every, min_ratio, options.lockstep, chunk)
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
     if resumed is not None:
         if len(resumed["actors"]) != workers:
@@ -254,7 +255,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     learner.t0 = loop.t0
     budgets, checkpointing = split_budget(config.total_env_steps, workers), _checkpoint is not None
-    init, chunk = learner.agent.get_weights(), _max_chunk(config, min_ratio, workers)
+    init = learner.agent.get_weights()
     learner.actors_have(init, None if resumed is None else resumed["actors"])
     tasks = [dict(settings=ActorSettings(config=config, worker=k, workers=workers, budget=budgets[k],
                                          clock=RunClock.of(loop), epsilon=epsilons[k], lockstep=options.lockstep,
@@ -332,10 +333,14 @@ class _CentralLearner(ActorFeed):
 
     has_work = True
 
-    def __init__(self, config: TrainConfig, workers: int, weights_every: int, min_ratio: float, lockstep: bool):
+    def __init__(self, config: TrainConfig, workers: int, weights_every: int, min_ratio: float, lockstep: bool,
+                 max_chunk: int):
         # A learner of its own (serial's seeds): its agent, its buffer (which the actors fill) and, for an
-        # afterstate n-tuple network, its compiled core's updates; its own boards never step.
-        self.core = Learner(config, device=config.device)  # (the actors act on the CPU)
+        # afterstate n-tuple network, its compiled core's updates; its own boards never step. Its buffer holds
+        # at least one message of every actor: a smaller one (the n-tuple presets' replay of the last step)
+        # would drop transitions no update has sampled, and train many times on the few it keeps.
+        self.core = Learner(config.replace(buffer_size=max(config.buffer_size, workers * max_chunk)),
+                            device=config.device)  # (the actors act on the CPU)
         super().__init__(workers, self.core.buffer)
         self.config = config
         self.weights_every, self.min_ratio, self.lockstep = weights_every, min_ratio, lockstep
@@ -549,6 +554,6 @@ class _CentralLearner(ActorFeed):
                 "weights_sent": self.weights_sent, "bytes_moved": self.bytes_sent,
                 "bytes_moved_per_s": self.bytes_sent / wall if wall > 0 else None, "actor_waits": sum(w["waits"] for w in per_worker),
                 "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,
-                "replay": self.buffer.statistics(),
+                "replay": self.buffer.statistics(), "buffer_size": self.buffer.capacity,
             },
         )

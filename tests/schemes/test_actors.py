@@ -227,3 +227,14 @@ def test_one_ntuple_actor_in_lockstep_acts_with_the_learners_weights_all_along()
     cols = ["episode", "env_steps", "score", "max_tile"]
     assert run.episodes[cols].equals(serial.episodes[cols])
     np.testing.assert_array_equal(run.weights["weight"], serial.weights["weight"])
+
+
+def test_ntuple_actors_on_the_core_resume_their_games(tmp_path):
+    config = TrainConfig.preset("ntuple-small", total_env_steps=4_000, n_envs=16, buffer_size=2_000, batch_size=32,
+                                learning_starts=256, seed=0, max_moves=50)
+    first = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10, run_dir=tmp_path / "run")
+    more = dqnlab.train(resume=tmp_path / "run", config=config.replace(total_env_steps=8_000), progress=False)
+    assert more.status == "completed" and more.env_steps >= 8_000 > first.env_steps
+    for k in (0, 1):  # each actor's games go on numbered after its own (the core's are renumbered)
+        numbers = list(more.episodes.loc[more.episodes["worker"] == k, "episode"])
+        assert numbers == list(range(len(numbers))) and len(numbers) > len(first.episodes[first.episodes["worker"] == k])
