@@ -205,16 +205,24 @@ def test_prioritized_n_step_actors_end_to_end(cfg):
     assert run.env_steps - 2 * 2 * config.n_envs <= replay["added"] <= run.env_steps
 
 
-def test_ntuple_actors_learn_on_the_core_and_get_only_the_changed_entries():
-    config = TrainConfig.preset("ntuple-small", total_env_steps=6_000, n_envs=16, buffer_size=2_000, batch_size=32,
+def test_ntuple_actors_learn_on_the_core_get_only_the_changed_entries_and_resume_their_games(tmp_path):
+    from dqnlab.schemes.actors import _max_chunk
+
+    # a replay of the last step, as the n-tuple presets have: the learner's holds a message of each actor
+    config = TrainConfig.preset("ntuple-small", total_env_steps=6_000, n_envs=16, buffer_size=16, batch_size=16,
                                 learning_starts=256, seed=0)
-    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10)
+    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10, run_dir=tmp_path / "run")
     _check_run(run, config, 2)
     assert run.options["weights_every"] == 10
     table = run.weights["weight"].nbytes  # 17 4-tuples: 4.5 MB
     assert run.extra["weights_sent"] >= 4
     assert 0 < run.extra["bytes_moved"] < 0.2 * run.extra["weights_sent"] * table  # changes, not tables
-    assert run.extra["weights_every"] == 10
+    assert run.extra["buffer_size"] == 2 * _max_chunk(config, config.replay_ratio / 2, 2) > config.buffer_size
+    more = dqnlab.train(resume=tmp_path / "run", config=config.replace(total_env_steps=10_000), progress=False)
+    assert more.status == "completed" and more.env_steps >= 10_000
+    for k in (0, 1):  # each actor's games go on numbered after its own (the core's are renumbered)
+        numbers = list(more.episodes.loc[more.episodes["worker"] == k, "episode"])
+        assert numbers == list(range(len(numbers))) and len(numbers) > (run.episodes["worker"] == k).sum()
 
 
 def test_one_ntuple_actor_in_lockstep_acts_with_the_learners_weights_all_along():
@@ -227,14 +235,3 @@ def test_one_ntuple_actor_in_lockstep_acts_with_the_learners_weights_all_along()
     cols = ["episode", "env_steps", "score", "max_tile"]
     assert run.episodes[cols].equals(serial.episodes[cols])
     np.testing.assert_array_equal(run.weights["weight"], serial.weights["weight"])
-
-
-def test_ntuple_actors_on_the_core_resume_their_games(tmp_path):
-    config = TrainConfig.preset("ntuple-small", total_env_steps=4_000, n_envs=16, buffer_size=2_000, batch_size=32,
-                                learning_starts=256, seed=0, max_moves=50)
-    first = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10, run_dir=tmp_path / "run")
-    more = dqnlab.train(resume=tmp_path / "run", config=config.replace(total_env_steps=8_000), progress=False)
-    assert more.status == "completed" and more.env_steps >= 8_000 > first.env_steps
-    for k in (0, 1):  # each actor's games go on numbered after its own (the core's are renumbered)
-        numbers = list(more.episodes.loc[more.episodes["worker"] == k, "episode"])
-        assert numbers == list(range(len(numbers))) and len(numbers) > len(first.episodes[first.episodes["worker"] == k])
