@@ -295,7 +295,7 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
     (["bench", "learning", "--seconds", "3"], "bench learning takes"),
     (["bench", "learning", "--schemes", "shared:lock=maybe"], "scheme spec 'shared:lock=maybe': lock:"),
     (["bench", "learning", "--schemes", "serial:lock=false"], "serial takes options none, not 'lock'"),
-    (["bench", "game", "--results", "r.json"], "--results and --keep apply only to 'bench learning'"),
+    (["bench", "game", "--results", "r.json"], "--results, --redraw and --keep apply only to 'bench learning'"),
     (["bench", "game", "--minutes", "3"], "apply only to 'bench learning'"),
     (["bench", "game", "--variants", "plain"], "--variants, --figure"),
     (["bench", "learning", "--run", "runs/x"], "--run, --depths and --seed apply only to 'bench search'"),
@@ -323,6 +323,29 @@ def test_bench_learning_results_file_must_be_one_and_of_the_same_budget(tmp_path
     other.write_text(json.dumps({"minutes": 3, "games": 1000, "rows": [], "machine": {}}))
     assert main(["bench", "learning", "--results", str(other), "--minutes", "10"]) == 2
     assert "holds 3-minute runs of 1000 games: give the same --minutes and --games" in capsys.readouterr().err
+    assert main(["bench", "learning", "--redraw", "--results", str(tmp_path / "none.json")]) == 2
+    assert "--redraw needs an existing --results file" in capsys.readouterr().err
+    assert main(["bench", "learning", "--redraw", "--results", str(other), "--seeds", "1"]) == 2
+    assert "--redraw trains nothing: it takes --results, --write and --figure, not --seeds" in capsys.readouterr().err
+
+
+def test_bench_learning_redraw_writes_the_results_files_section_and_figure(tmp_path):
+    from dqnlab.bench.report import machine_info
+    from dqnlab.cli import main
+
+    row = {"preset": "default", "network": "ntuple", "variant": "", "scheme": "serial", "options": "", "workers": 1,
+           "seed": 1, "minutes": 1.0, "env_steps": 10, "updates": 1, "score_mean": 20_000.0, "score_median": 1.0,
+           "reach_1024": 1.0, "reach_2048": 0.6, "reach_4096": 0.1, "reach_8192": 0.0, "status": "completed"}
+    results = tmp_path / "schemes.json"
+    results.write_text(json.dumps({"machine": machine_info(), "minutes": 1.0, "games": 10, "rows": [row],
+                                   "runs": [{"command": "python -m dqnlab bench learning --seeds 1",
+                                             "machine": machine_info()}]}))
+    doc, png = tmp_path / "learning.md", tmp_path / "schemes.png"
+    assert main(["bench", "learning", "--redraw", "--results", str(results), "--write", str(doc),
+                 "--figure", str(png)]) == 0
+    text = doc.read_text()
+    assert "<!-- bench learning 1 min (schemes) -->" in text and "Command: `python -m dqnlab bench learning --seeds 1`" in text
+    assert "![learning curves](schemes.png)" in text and png.stat().st_size > 0
 
 
 def test_cli_rejects_options_of_other_bench_commands(capsys):

@@ -235,8 +235,9 @@ def _crossing(before: dict[str, Any] | None, after: dict[str, Any], key: str, ma
 
 
 def merge_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    """:func:`bench_learning` results ``new`` added to ``old`` (a results file's): the rows of each
-    configuration and seed in ``new`` replace ``old``'s; the commands and machines of both are kept.
+    """:func:`bench_learning` results ``new`` added to ``old`` (a results file's; None: none yet): the rows of each
+    configuration and seed in ``new`` replace ``old``'s, the time to a player is made again from them, and the
+    commands and machines of both are kept.
 
     Raises
     ------
@@ -244,7 +245,8 @@ def merge_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, 
         If the two were measured on different budgets or numbers of games (their rows would not compare).
     """
     if old is None:
-        return {**new, "runs": new.get("runs") or [{"command": new.get("command"), "machine": new["machine"]}]}
+        return {**new, "time_to_player": time_to_player(new["rows"]),
+                "runs": new.get("runs") or [{"command": new.get("command"), "machine": new["machine"]}]}
     if (old["minutes"], old["games"]) != (new["minutes"], new["games"]):
         raise ValueError(f"results of {new['minutes']:g} minutes and {new['games']} games cannot join a file of "
                          f"{old['minutes']:g} minutes and {old['games']} games")

@@ -27,9 +27,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "search":
         return _cmd_bench_search(args)
     if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.variants, args.figure,
-                                   args.results, args.keep)):
-        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --results and --keep apply "
-                         "only to 'bench learning' (--games also to 'bench search')")
+                                   args.results, args.keep)) or args.redraw:
+        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --results, --redraw and --keep "
+                         "apply only to 'bench learning' (--games also to 'bench search')")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
         raise ValueError("--schemes, --workers, --seconds and --eval-games apply only to 'bench scaling' "
@@ -118,7 +118,12 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
             or args.no_keras or args.compile or args.threads != 1:
         raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
-                         "--seeds, --keep, --results, --write, --figure and --json")
+                         "--seeds, --keep, --results, --redraw, --write, --figure and --json")
+    trains = {"--presets": args.presets, "--schemes": args.schemes, "--workers": args.workers, "--minutes": args.minutes,
+              "--games": args.games, "--seeds": args.seeds, "--variants": args.variants, "--keep": args.keep}
+    if args.redraw and any(v is not None for v in trains.values()):
+        raise ValueError(f"--redraw trains nothing: it takes --results, --write and --figure, not "
+                         f"{', '.join(k for k, v in trains.items() if v is not None)}")
     from ..config import PRESETS
 
     presets = csv_items(args.presets, "default,cnn,mlp-afterstate,mlp")
@@ -137,15 +142,20 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
             raise ValueError(f"--results {args.results}: not a results file of bench learning ({e})") from None
         if not isinstance(old, dict) or not {"minutes", "games", "rows", "machine"} <= set(old):
             raise ValueError(f"--results {args.results}: not a results file of bench learning")
-        if (old["minutes"], old["games"]) != (args.minutes or 10.0, args.games or 1_000):
+        if not args.redraw and (old["minutes"], old["games"]) != (args.minutes or 10.0, args.games or 1_000):
             raise ValueError(f"--results {args.results} holds {old['minutes']:g}-minute runs of {old['games']} games: "
                              f"give the same --minutes and --games")
-    res = bench_learning(presets, schemes, int_list(args.workers, "1,2", "--workers"),
-                         minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds,
-                         progress=not args.json, variants=csv_items(args.variants, "plain"), keep=args.keep)
     command = "python -m dqnlab bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else ["learning"])
-    res["command"] = command
-    if args.results is not None:
+    if args.redraw:
+        if old is None:
+            raise ValueError("--redraw needs an existing --results file (it trains nothing)")
+        res = merge_results(None, old)
+    else:
+        res = bench_learning(presets, schemes, int_list(args.workers, "1,2", "--workers"),
+                             minutes=args.minutes or 10.0, games=args.games or 1_000, seeds=seeds,
+                             progress=not args.json, variants=csv_items(args.variants, "plain"), keep=args.keep)
+        res["command"] = command
+    if args.results is not None and not args.redraw:
         res = merge_results(old, res)
         args.results.parent.mkdir(parents=True, exist_ok=True)
         args.results.write_text(json.dumps(res, indent=1) + "\n")

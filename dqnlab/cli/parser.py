@@ -152,6 +152,8 @@ def _add_bench(sub) -> None:
                                       "plain,prioritized,n_step=3,prioritized+n_step=3 (default plain)")
     b.add_argument("--figure", type=Path, metavar="PNG", help="learning: also save the curves there "
                                                               "(e.g. docs/learning.png)")
+    b.add_argument("--redraw", action="store_true",
+                   help="learning: train nothing; write --write and --figure from the --results file as it is")
     b.add_argument("--results", type=Path, metavar="JSON",
                    help="learning: a results file: the configurations measured now are added to (or replace) those "
                         "it holds, and --write and --figure show them all (e.g. docs/learning-schemes.json)")
