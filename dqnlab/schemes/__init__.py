@@ -57,8 +57,9 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
         One of :data:`SCHEMES` (may be left out with ``resume``: the checkpoint's).
     config : TrainConfig, optional
         Hyperparameters and budget; ``TrainConfig.preset("default")`` (the 4x6 n-tuple
-        network, 268 MB of tables: schemes that ship weights between processes are
-        better served by the ``ntuple-small`` or ``mlp`` preset) if omitted
+        network, 268 MB of tables: ``shared`` keeps one in shared memory, ``independent`` and
+        ``actors`` ship the entries that changed, ``sharded`` and ``averaged`` whole tables at every
+        update -- they are better served by the ``ntuple-small`` or ``mlp`` preset) if omitted
         (with ``resume``: the checkpoint's).
     workers : int, optional
         Worker processes (>= 1); default 1 (with ``resume``: the checkpoint's).
