@@ -169,7 +169,7 @@ def test_a_sync_leaves_every_ntuple_learner_with_the_average_of_their_weights():
         learners.append(w)
     sent = []
     parent = _IndependentCoordinator(3, 8, {"weight": base["weight"].copy()}, "periodic", 500.0)
-    parent.group = SimpleNamespace(stopping=False, send=lambda k, msg: sent.append((k, msg)))
+    parent.group = SimpleNamespace(stopping=False, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
     parent.loop = SimpleNamespace(elapsed=1.0)
     for k, w in enumerate(learners):
         parent.receive(SyncPost(k, 1, True, changed_entries(w, base), 0.0, 100, 50))
