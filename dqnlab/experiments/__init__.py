@@ -26,7 +26,6 @@ from .learning import (
     methods_data,
     replay_data,
     scheme_learning,
-    scheme_learning_table,
     step_size_figure,
     step_sizes,
     versus_serial,
@@ -45,7 +44,7 @@ __all__ = [
     "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
-    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "scheme_learning", "scheme_learning_table",
+    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "scheme_learning",
     "versus_serial",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

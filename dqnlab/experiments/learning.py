@@ -23,7 +23,7 @@ from .trials import RunsProgress, new_figure
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
            "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "scheme_learning",
-           "scheme_learning_table", "versus_serial"]
+           "versus_serial"]
 
 #: The results file of ``bench learning`` over the schemes (10 minutes of the ``default`` preset, 1,000
 #: greedy games at each point, seeds 1 and 2; its commands are in it and in ``docs/learning.md``): the
@@ -285,19 +285,6 @@ def scheme_learning(scheme: str | None = None, results: str | Path = SCHEME_RESU
     rows = [r for r in res["rows"] if scheme is None or r["scheme"] in (scheme, "serial")]
     return {**res, "rows": rows, "time_to_player": time_to_player(rows),
             "measured": scheme is None or any(r["scheme"] == scheme for r in rows)}
-
-
-def scheme_learning_table(data: dict[str, Any]) -> pd.DataFrame:
-    """:func:`scheme_learning`'s time to a player as a table: one row per configuration and seed (minutes to
-    a greedy mean of 10,000 and to 2048 / 4096 in half the games, NaN where the budget ran out first; the
-    mean score and the shares of games reaching 2048 / 4096 / 8192 at the end; env steps)."""
-    columns = {"scheme": "scheme", "options": "options", "workers": "workers", "seed": "seed",
-               "minutes_to_10000": "min to 10,000", "minutes_to_2048_in_half": "min to 2048 in half",
-               "minutes_to_4096_in_half": "min to 4096 in half", "final_score_mean": "mean at the end",
-               "final_reach_2048": "2048", "final_reach_4096": "4096", "final_reach_8192": "8192",
-               "env_steps": "env steps"}
-    table = pd.DataFrame(data["time_to_player"], columns=list(columns)).rename(columns=columns)
-    return table.astype({c: float for c in ("min to 10,000", "min to 2048 in half", "min to 4096 in half")})
 
 
 def versus_serial(data: dict[str, Any]) -> pd.DataFrame:

@@ -37,7 +37,7 @@ def test_a_schemes_curves_come_with_serials(results):
 
     data = ex.scheme_learning("shared", results)
     assert data["measured"] and {r["scheme"] for r in data["rows"]} == {"serial", "shared"}
-    assert len(ex.scheme_learning_table(data)) == 4  # 2 configurations x 2 seeds
+    assert len(data["time_to_player"]) == 4  # 2 configurations x 2 seeds
     assert not ex.scheme_learning("actors", results)["measured"]
     assert len(ex.learning_figure(data).axes) == 4
     with pytest.raises(ValueError, match="scheme must be one of"):
