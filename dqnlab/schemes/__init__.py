@@ -171,8 +171,6 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     if not isinstance(tensorboard, bool):
         raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
     module = SCHEMES[scheme]
-    if native_reason(config, config.device) is None:
-        warm_up()  # the compiled core: compiled (or loaded) here, before the run's clock and its workers start
     # private hooks (tests: _fault) go to run as they are, unadvertised
     hooks = {name: options.pop(name) for name in list(options)
              if name.startswith("_") and name in inspect.signature(module.run).parameters}
@@ -184,6 +182,10 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
             checkpoint_every = resumed.get("checkpoint_every_s")
         checkpointer = Checkpointer(run_dir, checkpoint_every, scheme, workers, resumed, tensorboard)
         hooks["_checkpoint"] = checkpointer  # every scheme's run takes it
+    if native_reason(config, config.device) is None:
+        # the compiled core: compiled (or loaded) here, once every argument is checked, before the run's clock
+        # and its workers start
+        warm_up()
     # this process learns too (serial, one-worker runs, the parent's share of a scheme):
     # as many torch threads as a learner process gets (restored afterwards)
     with deferred_interrupt(), backend_context(scheme, backend, dask_scheduler, workers), \
