@@ -295,7 +295,7 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
     (["bench", "learning", "--seconds", "3"], "bench learning takes"),
     (["bench", "learning", "--schemes", "shared:lock=maybe"], "scheme spec 'shared:lock=maybe': lock:"),
     (["bench", "learning", "--schemes", "serial:lock=false"], "serial takes options none, not 'lock'"),
-    (["bench", "game", "--results", "r.json"], "--results, --redraw and --keep apply only to 'bench learning'"),
+    (["bench", "game", "--results", "r.json"], "--results, --redraw, --summary and --keep apply only to 'bench learning'"),
     (["bench", "game", "--minutes", "3"], "apply only to 'bench learning'"),
     (["bench", "game", "--variants", "plain"], "--variants, --figure"),
     (["bench", "learning", "--run", "runs/x"], "--run, --depths and --seed apply only to 'bench search'"),
@@ -326,7 +326,7 @@ def test_bench_learning_results_file_must_be_one_and_of_the_same_budget(tmp_path
     assert main(["bench", "learning", "--redraw", "--results", str(tmp_path / "none.json")]) == 2
     assert "--redraw needs an existing --results file" in capsys.readouterr().err
     assert main(["bench", "learning", "--redraw", "--results", str(other), "--seeds", "1"]) == 2
-    assert "--redraw trains nothing: it takes --results, --write and --figure, not --seeds" in capsys.readouterr().err
+    assert "--redraw trains nothing: it takes --results, --write, --summary and --figure, not --seeds" in capsys.readouterr().err
 
 
 def test_bench_learning_redraw_writes_the_results_files_section_and_figure(tmp_path):
@@ -336,13 +336,21 @@ def test_bench_learning_redraw_writes_the_results_files_section_and_figure(tmp_p
     row = {"preset": "default", "network": "ntuple", "variant": "", "scheme": "serial", "options": "", "workers": 1,
            "seed": 1, "minutes": 1.0, "env_steps": 10, "updates": 1, "score_mean": 20_000.0, "score_median": 1.0,
            "reach_1024": 1.0, "reach_2048": 0.6, "reach_4096": 0.1, "reach_8192": 0.0, "status": "completed"}
+    shared = {**row, "scheme": "shared", "options": "lock=False", "workers": 2, "reach_2048": 0.4}
     results = tmp_path / "schemes.json"
-    results.write_text(json.dumps({"machine": machine_info(), "minutes": 1.0, "games": 10, "rows": [row],
+    results.write_text(json.dumps({"machine": machine_info(), "minutes": 1.0, "games": 10, "rows": [row, shared],
                                    "runs": [{"command": "python -m dqnlab bench learning --seeds 1",
                                              "machine": machine_info()}]}))
-    doc, png = tmp_path / "learning.md", tmp_path / "schemes.png"
+    doc, png, readme = tmp_path / "learning.md", tmp_path / "schemes.png", tmp_path / "README.md"
+    readme.write_text("# a readme\n\nits own text\n")
     assert main(["bench", "learning", "--redraw", "--results", str(results), "--write", str(doc),
-                 "--figure", str(png)]) == 0
+                 "--figure", str(png), "--summary", str(readme)]) == 0
+    summary = readme.read_text()
+    assert summary.startswith("# a readme\n\nits own text\n")  # the file's own text stays
+    assert "<!-- bench learning 1 min (schemes) versus serial -->" in summary
+    # serial made 2048 in half the games at its one point; shared never did (> the budget, no ratio)
+    assert "| serial | 1 | 1 | 1.0 | 1.0 | > 1 | — | 20,000 |" in summary
+    assert "| shared (lock=False) | 2 | 1 | 1.0 | > 1 | > 1 | — | 20,000 |" in summary
     text = doc.read_text()
     assert "<!-- bench learning 1 min (schemes) -->" in text and "Command: `python -m dqnlab bench learning --seeds 1`" in text
     assert "![learning curves](schemes.png)" in text and png.stat().st_size > 0

@@ -19,14 +19,17 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import TrainConfig
 from ..evaluation import evaluate
 from .report import machine_info, md_machine, md_table
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure",
-           "parse_variant", "merge_results"]
+           "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown"]
 
 #: Fractions of the budget at which the weights are evaluated: about log-spaced, since on the compiled core
 #: a player arrives in the first seconds (of 10 minutes: 12 s, 30 s, 1, 2, 4, 7 and 10 minutes).
@@ -417,3 +420,57 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
         fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=7)
         fig.set_figheight(fig.get_figheight() + 0.18 * -(-len(curves) // ncol) + 0.3)
     return fig
+
+
+def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
+    """Each configuration of a results file (:func:`merge_results`; or
+    :func:`dqnlab.experiments.scheme_learning`'s part of one) against ``serial``, over its seeds: the minutes of its
+    slowest seed to a greedy mean of 10,000 and to 2048 / 4096 in half the games (NaN where a seed never got
+    there), each also as a ratio to serial's (below 1: sooner than serial, in every seed), the median mean
+    score at the end, and the median env steps per second of training (all workers)."""
+    import pandas as pd
+
+    table = pd.DataFrame(data["time_to_player"])
+    if table.empty:
+        return table
+    table["env_steps_per_s"] = table["env_steps"] / (60.0 * table["budget_minutes"])
+    times = {"minutes_to_10000": "to 10,000", "minutes_to_2048_in_half": "to 2048 in half",
+             "minutes_to_4096_in_half": "to 4096 in half"}
+    table = table.astype({c: float for c in times})
+
+    def slowest(v: Any) -> float:
+        return float(v.max()) if v.notna().all() else math.nan
+
+    out = table.groupby(["scheme", "options", "workers"], sort=False).agg(
+        seeds=("seed", "count"), **{f"min {name}": (c, slowest) for c, name in times.items()},
+        mean_at_end=("final_score_mean", "median"), env_steps_per_s=("env_steps_per_s", "median")).reset_index()
+    serial = out[out["scheme"] == "serial"]
+    for name in times.values():
+        base = float(serial[f"min {name}"].iloc[0]) if len(serial) else math.nan
+        out[f"x serial {name}"] = out[f"min {name}"] / base
+    return out
+
+
+def versus_serial_markdown(res: dict[str, Any]) -> str:
+    """:func:`versus_serial` of ``res`` as a markdown table (minutes of the slowest seed; "> budget": a seed
+    never got there), with where the rows come from (``docs/learning.md``'s section of the same file)."""
+    budget = res["minutes"]
+    table = versus_serial(res)
+    rows = [{**r, "configuration": f"{r['scheme']}" + (f" ({r['options']})" if r["options"] else "")}
+            for r in table.to_dict("records")]
+    times = ("to 10,000", "to 2048 in half", "to 4096 in half")
+    for r in rows:
+        for name in times:
+            r[f"min {name}"] = f"> {budget:g}" if math.isnan(r[f"min {name}"]) else f"{r[f'min {name}']:.1f}"
+    runs = res.get("runs") or []
+    return "\n".join([
+        md_table(rows, {"configuration": "scheme", "workers": "workers", "seeds": "seeds",
+                        **{f"min {n}": f"minutes {n}" for n in times},
+                        "x serial to 4096 in half": "x serial to 4096 in half", "mean_at_end": f"mean at {budget:g} min",
+                        "env_steps_per_s": "env steps/s"},
+                 {"x serial to 4096 in half": "{:.2f}", "mean_at_end": "{:,.0f}", "env_steps_per_s": "{:,.0f}"}),
+        "",
+        f"{budget:g} minutes of training each, {res['games']:,} greedy games at every point; the slowest of "
+        f"{max(r['seeds'] for r in rows) if rows else 0} seeds (median mean score and env steps/s), from "
+        f"{len(runs) or 1} `bench learning` command(s).",
+    ])

@@ -27,8 +27,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "search":
         return _cmd_bench_search(args)
     if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.variants, args.figure,
-                                   args.results, args.keep)) or args.redraw:
-        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --results, --redraw and --keep "
+                                   args.results, args.keep, args.summary)) or args.redraw:
+        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --results, --redraw, --summary "
+                         "and --keep "
                          "apply only to 'bench learning' (--games also to 'bench search')")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
@@ -87,7 +88,7 @@ def _cmd_bench_search(args: argparse.Namespace) -> int:
     from ..bench.search import bench_search
 
     others = {"--presets": args.presets, "--minutes": args.minutes, "--seeds": args.seeds, "--figure": args.figure,
-              "--results": args.results, "--schemes": args.schemes,
+              "--results": args.results, "--summary": args.summary, "--schemes": args.schemes,
               "--workers": args.workers, "--seconds": args.seconds, "--eval-games": args.eval_games,
               "--n-envs": args.bench_n_envs, "--write": args.write, "--variants": args.variants}
     given = [flag for flag, value in others.items() if value is not None]
@@ -113,16 +114,22 @@ def _cmd_bench_search(args: argparse.Namespace) -> int:
 
 def _cmd_bench_learning(args: argparse.Namespace) -> int:
     from ..bench import write_section
-    from ..bench.learning import bench_learning, learning_figure, learning_markdown, merge_results
+    from ..bench.learning import (
+        bench_learning,
+        learning_figure,
+        learning_markdown,
+        merge_results,
+        versus_serial_markdown,
+    )
 
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
             or args.no_keras or args.compile or args.threads != 1:
         raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
-                         "--seeds, --keep, --results, --redraw, --write, --figure and --json")
+                         "--seeds, --keep, --results, --redraw, --write, --summary, --figure and --json")
     trains = {"--presets": args.presets, "--schemes": args.schemes, "--workers": args.workers, "--minutes": args.minutes,
               "--games": args.games, "--seeds": args.seeds, "--variants": args.variants, "--keep": args.keep}
     if args.redraw and any(v is not None for v in trains.values()):
-        raise ValueError(f"--redraw trains nothing: it takes --results, --write and --figure, not "
+        raise ValueError(f"--redraw trains nothing: it takes --results, --write, --summary and --figure, not "
                          f"{', '.join(k for k, v in trains.items() if v is not None)}")
     from ..config import PRESETS
 
@@ -170,6 +177,10 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
         variants = "" if csv_items(args.variants, "plain") == ["plain"] else " (variants)"
         which = f" ({args.results.stem})" if args.results is not None else variants
         write_section(args.write, f"learning {res['minutes']:g} min{which}", learning_markdown(res, command, figure))
+    if args.summary is not None:
+        which = f" ({args.results.stem})" if args.results is not None else ""
+        write_section(args.summary, f"learning {res['minutes']:g} min{which} versus serial",
+                      versus_serial_markdown(res))
     if args.json:
         print(json.dumps(res, indent=2))
     else:

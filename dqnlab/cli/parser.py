@@ -157,6 +157,9 @@ def _add_bench(sub) -> None:
     b.add_argument("--results", type=Path, metavar="JSON",
                    help="learning: a results file: the configurations measured now are added to (or replace) those "
                         "it holds, and --write and --figure show them all (e.g. docs/learning-schemes.json)")
+    b.add_argument("--summary", type=Path, metavar="PATH",
+                   help="learning: also write each configuration against serial (slowest seed, minutes to a player "
+                        "and their ratios to serial's) as markdown into PATH (its own section; e.g. README.md)")
     b.add_argument("--seconds", type=positive_float, help="scaling: seconds of each run (default 20)")
     b.add_argument("--eval-games", type=nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")

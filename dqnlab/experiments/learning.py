@@ -7,14 +7,12 @@ checkpoint."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_player
+from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_player, versus_serial
 from ..bench.learning import learning_figure as draw_learning_curves
 from ..bench.report import machine_info
 from ..config import TrainConfig, family_preset
@@ -285,29 +283,3 @@ def scheme_learning(scheme: str | None = None, results: str | Path = SCHEME_RESU
     rows = [r for r in res["rows"] if scheme is None or r["scheme"] in (scheme, "serial")]
     return {**res, "rows": rows, "time_to_player": time_to_player(rows),
             "measured": scheme is None or any(r["scheme"] == scheme for r in rows)}
-
-
-def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
-    """Each configuration of :func:`scheme_learning` against ``serial``, over its seeds: the minutes of its
-    slowest seed to a greedy mean of 10,000 and to 2048 / 4096 in half the games (NaN where a seed never got
-    there), each also as a ratio to serial's (below 1: sooner than serial, in every seed), the median mean
-    score at the end, and the median env steps per second of training (all workers)."""
-    table = pd.DataFrame(data["time_to_player"])
-    if table.empty:
-        return table
-    table["env_steps_per_s"] = table["env_steps"] / (60.0 * table["budget_minutes"])
-    times = {"minutes_to_10000": "to 10,000", "minutes_to_2048_in_half": "to 2048 in half",
-             "minutes_to_4096_in_half": "to 4096 in half"}
-    table = table.astype({c: float for c in times})
-
-    def slowest(v: pd.Series) -> float:
-        return float(v.max()) if v.notna().all() else math.nan
-
-    out = table.groupby(["scheme", "options", "workers"], sort=False).agg(
-        seeds=("seed", "count"), **{f"min {name}": (c, slowest) for c, name in times.items()},
-        mean_at_end=("final_score_mean", "median"), env_steps_per_s=("env_steps_per_s", "median")).reset_index()
-    serial = out[out["scheme"] == "serial"]
-    for name in times.values():
-        base = float(serial[f"min {name}"].iloc[0]) if len(serial) else math.nan
-        out[f"x serial {name}"] = out[f"min {name}"] / base
-    return out
