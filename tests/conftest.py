@@ -2,6 +2,7 @@
 
 import logging
 import os
+import signal
 
 import matplotlib
 import numpy as np
@@ -13,6 +14,19 @@ matplotlib.use("Agg")
 torch.set_num_threads(1)
 
 from dqnlab import DQNAgent, TrainConfig, train
+
+
+@pytest.fixture
+def python_sigint():
+    """Python's own Ctrl-C handler (KeyboardInterrupt) for the test, restored after.
+
+    A test that presses Ctrl-C needs it: a background job of a non-interactive shell
+    (``pytest ... &``) starts with SIGINT ignored, and dqnlab rightly leaves an ignored
+    SIGINT ignored.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

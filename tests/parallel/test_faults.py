@@ -56,7 +56,10 @@ def _wait_for(condition, timeout: float, proc: subprocess.Popen) -> None:
 
 
 class _Run:
-    """``python -m dqnlab ...`` in a new session; output to files; everything killed at the end."""
+    """``python -m dqnlab ...`` in a new session; output to files; everything killed at the end.
+
+    The child inherits SIGINT ignored if this process ignores it (see the ``python_sigint`` fixture).
+    """
 
     def __init__(self, tmp: Path, *args: str):
         self.out_file, self.err_file = tmp / "stdout.txt", tmp / "stderr.txt"
@@ -105,7 +108,7 @@ def _per_worker_numbering_is_whole(episodes: pd.DataFrame) -> bool:
 
 
 @pytest.mark.parametrize("scheme", ["independent", "sharded"])  # sharded: a gloo group (its default comm)
-def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, scheme):
+def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, scheme, python_sigint):
     out = tmp_path / "run"
     shown = [a for a in TRAIN if a != "--no-progress"]  # with the progress bar, what it does is said above it
     run = _Run(tmp_path, *shown, "--scheme", scheme, "--out", str(out))

@@ -230,7 +230,7 @@ def test_checkpoints_during_the_run_and_stop_keeps_a_resumable_run(cfg, tmp_path
     assert more.env_steps == run.env_steps + 400 and len(more.episodes) >= len(run.episodes)
 
 
-def test_ctrl_c_ends_the_run_cleanly_and_writes_the_final_checkpoint(cfg, tmp_path):
+def test_ctrl_c_ends_the_run_cleanly_and_writes_the_final_checkpoint(cfg, tmp_path, python_sigint):
     def ctrl_c(snapshot):
         os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C: the run stops at its next check
 

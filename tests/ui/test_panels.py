@@ -330,7 +330,7 @@ def test_scheme_panel_switches_schemes_and_compares_runs(fake_scheme, config):
         panels.scheme_panel(["nope"])
 
 
-def test_interrupting_a_blocking_run_stops_it_cleanly(config):
+def test_interrupting_a_blocking_run_stops_it_cleanly(config, python_sigint):
     import os
     import signal
     import threading
