@@ -237,10 +237,19 @@ def _crossing(before: dict[str, Any] | None, after: dict[str, Any], key: str, ma
     return before["minutes"] + share * (after["minutes"] - before["minutes"])
 
 
+def _runs(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The commands behind a result, each with ``keys``: the configurations and seeds it measured (:func:`_key`
+    as lists; a results file written before ``keys`` existed has runs without them)."""
+    if res.get("runs"):
+        return list(res["runs"])
+    return [{"command": res.get("command"), "machine": res["machine"],
+             "keys": sorted(list(k) for k in {_key(r) for r in res["rows"]})}]
+
+
 def merge_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     """:func:`bench_learning` results ``new`` added to ``old`` (a results file's; None: none yet): the rows of each
     configuration and seed in ``new`` replace ``old``'s, the time to a player is made again from them, and the
-    commands and machines of both are kept.
+    commands and machines of both are kept, but for an old command whose every row was replaced.
 
     Raises
     ------
@@ -248,16 +257,14 @@ def merge_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, 
         If the two were measured on different budgets or numbers of games (their rows would not compare).
     """
     if old is None:
-        return {**new, "time_to_player": time_to_player(new["rows"]),
-                "runs": new.get("runs") or [{"command": new.get("command"), "machine": new["machine"]}]}
+        return {**new, "time_to_player": time_to_player(new["rows"]), "runs": _runs(new)}
     if (old["minutes"], old["games"]) != (new["minutes"], new["games"]):
         raise ValueError(f"results of {new['minutes']:g} minutes and {new['games']} games cannot join a file of "
                          f"{old['minutes']:g} minutes and {old['games']} games")
     replaced = {_key(r) for r in new["rows"]}
     rows = [r for r in old["rows"] if _key(r) not in replaced] + list(new["rows"])
-    runs = old.get("runs", [{"command": old.get("command"), "machine": old["machine"]}]) + \
-        (new.get("runs") or [{"command": new.get("command"), "machine": new["machine"]}])
-    return {**new, "rows": rows, "time_to_player": time_to_player(rows), "runs": runs}
+    kept = [run for run in _runs(old) if "keys" not in run or any(tuple(k) not in replaced for k in run["keys"])]
+    return {**new, "rows": rows, "time_to_player": time_to_player(rows), "runs": kept + _runs(new)}
 
 
 def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate", "mlp"),
@@ -427,7 +434,8 @@ def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
     :func:`dqnlab.experiments.scheme_learning`'s part of one) against ``serial``, over its seeds: the minutes of its
     slowest seed to a greedy mean of 10,000 and to 2048 / 4096 in half the games (NaN where a seed never got
     there), each also as a ratio to serial's (below 1: sooner than serial, in every seed), the median mean
-    score at the end, and the median env steps per second of training (all workers)."""
+    score at the end, and the median env steps per second of training (all workers). One row per configuration,
+    serial's first, the others in the file's order."""
     import pandas as pd
 
     table = pd.DataFrame(data["time_to_player"])
@@ -444,6 +452,7 @@ def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
     out = table.groupby(["scheme", "options", "workers"], sort=False).agg(
         seeds=("seed", "count"), **{f"min {name}": (c, slowest) for c, name in times.items()},
         mean_at_end=("final_score_mean", "median"), env_steps_per_s=("env_steps_per_s", "median")).reset_index()
+    out = out.sort_values("scheme", key=lambda s: s != "serial", kind="stable").reset_index(drop=True)
     serial = out[out["scheme"] == "serial"]
     for name in times.values():
         base = float(serial[f"min {name}"].iloc[0]) if len(serial) else math.nan

@@ -58,8 +58,9 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     config : TrainConfig, optional
         Hyperparameters and budget; ``TrainConfig.preset("default")`` (the 4x6 n-tuple
         network, 268 MB of tables: ``shared`` keeps one in shared memory, ``independent`` and
-        ``actors`` ship the entries that changed, ``sharded`` and ``averaged`` whole tables at every
-        update -- they are better served by the ``ntuple-small`` or ``mlp`` preset) if omitted
+        ``actors`` ship the entries that changed, ``sharded`` all-reduces a sparse gradient and
+        ``averaged`` whole tables at every update -- those two are better served by the
+        ``ntuple-small`` or ``mlp`` preset) if omitted
         (with ``resume``: the checkpoint's).
     workers : int, optional
         Worker processes (>= 1); default 1 (with ``resume``: the checkpoint's).

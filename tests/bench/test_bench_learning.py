@@ -63,6 +63,10 @@ def test_results_of_several_commands_merge_by_configuration():
     assert "Command: `one`" in md and "Command: `two`" in md and "minutes to 4096 in 50%" in md
     with pytest.raises(ValueError, match="cannot join a file of 10 minutes"):
         merge_results(merged, {**again, "minutes": 3.0})
+    # a command whose every row a later one measured again drops out of the list; one with a row left stays
+    third = {"machine": machine, "minutes": 10.0, "games": 1000, "command": "three",
+             "rows": [row("shared", "lock=False", 1, 86_000.0), row("independent", "", 1, 71_000.0)]}
+    assert [r["command"] for r in merge_results(merged, third)["runs"]] == ["one", "three"]
 
 
 @pytest.mark.parametrize("kw,match", [

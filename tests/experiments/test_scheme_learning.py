@@ -58,3 +58,13 @@ def test_versus_serial_gives_median_minutes_and_their_ratio(results):
     assert table.loc["serial", "min to 4096 in half"] == 2.0 and table.loc["shared", "seeds"] == 2
     assert np.isnan(table.loc["independent", "min to 10,000"])  # never got there in the budget
     assert table.loc["serial", "env_steps_per_s"] == pytest.approx(100_000)
+
+
+def test_versus_serial_puts_serial_first_whatever_the_files_order(results):
+    from dqnlab import experiments as ex
+
+    data = json.loads(results.read_text())
+    data["rows"] = [r for r in data["rows"] if r["scheme"] != "serial"] + [r for r in data["rows"]
+                                                                          if r["scheme"] == "serial"]
+    results.write_text(json.dumps(data))
+    assert list(ex.versus_serial(ex.scheme_learning(None, results))["scheme"]) == ["serial", "shared", "independent"]
