@@ -100,7 +100,7 @@ class AllReduceGroup:
         if states is not None:
             if len(states) != workers:
                 raise ValueError(f"a checkpoint of {len(states)} ranks cannot resume with {workers} workers")
-            self.replica.load_timing(states[0]["timing"])
+            self.replica.load_state(states[0])
         if stats is not None:
             self.replica.load_stats(stats)
         self.start_states = states

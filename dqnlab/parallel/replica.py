@@ -142,6 +142,10 @@ class Replica:
         """This rank's checkpoint state: its ``timing`` and, ``with_agent``, its agent's ``state_dict``."""
         return {"agent": self.agent.state_dict() if with_agent else None, "timing": self.timing()}
 
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state` (its ``timing``; a scheme may keep more); the agent is loaded apart."""
+        self.load_timing(state["timing"])
+
 
 def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig, options: dict[str, Any],
                  workers: int, host: str, port: int, prefix: str, state: dict[str, Any],
@@ -165,7 +169,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
     agent.load_state_dict(state["agent"])
     coll = Collectives(rank, workers)
     replica = replica_cls(agent, coll, options)
-    replica.load_timing(state["timing"])
+    replica.load_state(state)
     part = Part(config.batch_size, shipped_columns(config))
 
     def report(done: bool = False) -> None:  # (messages name the task: rank - 1)

@@ -21,6 +21,10 @@ Two ways to combine the workers (the ``comm`` option):
   averaging); more is **local SGD** (Stich 2019, arXiv:1805.09767; Lin et al. 2020,
   "Don't use large mini-batches, use local SGD"): less communication, at the price of
   workers that drift apart between averages (the ``divergence`` recorded before each average).
+  An n-tuple network's tables (sparse gradients) are averaged by their changes: the ranks held
+  the same tables at the last average, so the mean is those tables plus the mean of each rank's
+  changes since, and only the rows its local steps touched travel (:func:`changes_since`, a
+  sparse all-reduce), not the 268 MB tables.
 * ``"joblib"``: a joblib round per update that ships the weights and optimiser state out
   and the K new weights and moments back, averaged every update.
 
@@ -50,7 +54,7 @@ from ..replay import Minibatch
 from ..runtime.learner import Learner
 from ..runtime.results import RunResult
 
-__all__ = ["Options", "Replica", "run", "draw_minibatches"]
+__all__ = ["Options", "Replica", "run", "draw_minibatches", "changes_since"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,10 @@ class Replica(replica.Replica):
         self.averages = 0
         self.divergence: list[dict[str, float]] = []  # rank 0: one row per report period (see stats)
         self.last_divergence: dict[str, float] | None = None
+        # n-tuple tables (sparse gradients) average only the rows changed since the last average: each local
+        # step's rows and their values before it, per parameter (kept only where there is a group to average)
+        self.sparse = self.agent.config.network == "ntuple" and self.coll.world > 1
+        self.pending: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in self.agent.online.parameters()]
 
     @property
     def shares_state(self) -> bool:
@@ -104,6 +112,7 @@ class Replica(replica.Replica):
         norm = agent.diagnostics(grad_norm=True)["grad_norm"] if grad_norm else math.nan
         finite = math.isfinite(loss)
         if finite:
+            self.remember_rows()
             agent.step_optimizer()
         agent.updates += 1
         carry = self.error_carry()  # (prioritized replay: this rank's TD errors, to gather)
@@ -119,38 +128,99 @@ class Replica(replica.Replica):
         agent.record_diagnostics({"loss": loss, "q_max_mean": q_max, **({"grad_norm": norm} if grad_norm else {})})
         replica.finite_or_raise(loss if finite else math.nan, agent.updates)
 
+    def remember_rows(self) -> None:
+        """Before a local step on sparse gradients: each table's rows the step will change, and their values."""
+        if self.sparse:
+            for record, p in zip(self.pending, self.agent.online.parameters()):
+                if p.grad is not None:
+                    rows = p.grad._indices()[0]
+                    record.append((rows, p.detach()[rows]))
+
     def average(self, values: list[float], share: float, carry: torch.Tensor | None = None) -> list[float]:
         """Replace this rank's weights (and moments) by the ``share``-weighted mean over ranks; return
         the means of ``values``; sum ``carry`` over ranks along (:meth:`Collectives.allreduce_weighted
         <dqnlab.parallel.collectives.Collectives.allreduce_weighted>`). Records the divergence (rank 0's
-        distance to the mean, relative to the mean's norm)."""
+        L2 distance to the mean).
+
+        Dense weights travel whole. An n-tuple network's tables travel as their changes: every rank
+        held the same tables at the last average, so the mean is those tables plus the mean of the
+        ranks' changes since, a sparse all-reduce of the rows each rank's local steps touched
+        (:func:`changes_since`) -- a few hundred rows an update where the tables have 67M.
+        """
         agent = self.agent
         params = list(agent.online.parameters())
-        moments = ([agent.optimizer.state[p][m] for p in params for m in ("exp_avg", "exp_avg_sq")
-                    if p in agent.optimizer.state]
-                   if self.options["average_moments"] and agent.config.optimizer == "adam" else [])
-        own = torch.cat([p.detach().reshape(-1) for p in params])
-        out = self.coll.allreduce_weighted(params + moments, values, share, carry)
-        mean = torch.cat([p.detach().reshape(-1) for p in params])
-        mean_norm, d = float(torch.linalg.vector_norm(mean)), float(torch.linalg.vector_norm(own - mean))
-        self.last_divergence = {"update": agent.updates, "divergence": d,
-                                "divergence_rel": d / mean_norm if mean_norm > 0 else 0.0}
+        if self.sparse:
+            changes = [changes_since(p, record) for p, record in zip(params, self.pending)]
+            for record in self.pending:
+                record.clear()
+            own = [c.clone() for c in changes]
+            out = self.coll.allreduce_weighted(changes, values, share, carry)
+            with torch.no_grad():
+                for p, mean in zip(params, changes):
+                    p.index_add_(0, mean._indices()[0], mean._values())
+            d = math.sqrt(sum(float(torch.linalg.vector_norm((o - m).coalesce()._values())) ** 2
+                              for o, m in zip(own, changes)))
+        else:
+            moments = ([agent.optimizer.state[p][m] for p in params for m in ("exp_avg", "exp_avg_sq")
+                        if p in agent.optimizer.state]
+                       if self.options["average_moments"] and agent.config.optimizer == "adam" else [])
+            own_flat = torch.cat([p.detach().reshape(-1) for p in params])
+            out = self.coll.allreduce_weighted(params + moments, values, share, carry)
+            d = float(torch.linalg.vector_norm(own_flat - torch.cat([p.detach().reshape(-1) for p in params])))
+        self.last_divergence = {"update": agent.updates, "divergence": d}
         self.averages += 1
         return out
 
     def stats(self) -> dict[str, Any]:
         """``averages`` made and ``divergence``: the last one measured before each report
         (``update``, ``divergence`` = rank 0's L2 distance to the mean of the ranks' parameters
-        -- with 2 workers, every worker's -- and ``divergence_rel`` = that over the mean's norm)."""
+        -- with 2 workers, every worker's -- and ``divergence_rel`` = that over the norm of rank 0's
+        parameters at the report: the mean's, where the last update averaged)."""
         if self.last_divergence is not None and (not self.divergence
                                                  or self.divergence[-1]["update"] != self.last_divergence["update"]):
-            self.divergence.append(dict(self.last_divergence))
+            norm = math.sqrt(sum(float(torch.linalg.vector_norm(p.detach())) ** 2
+                                 for p in self.agent.online.parameters()))
+            d = self.last_divergence["divergence"]
+            self.divergence.append({**self.last_divergence, "divergence_rel": d / norm if norm > 0 else 0.0})
         return {"averages": self.averages, "divergence": [dict(r) for r in self.divergence]}
 
     def load_stats(self, stats: dict[str, Any]) -> None:
         """Continue :meth:`stats` from a checkpoint."""
         self.averages = int(stats["averages"])
         self.divergence = [dict(r) for r in stats["divergence"]]
+
+    def state(self, with_agent: bool) -> dict[str, Any]:
+        """:meth:`Replica.state <dqnlab.parallel.replica.Replica.state>` with the rows this rank's local steps
+        changed since the last average (``pending``: per parameter, each step's rows and their values before
+        it), which the next average needs."""
+        return {**super().state(with_agent), "pending": [[(r.clone(), v.clone()) for r, v in record]
+                                                         for record in self.pending]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue :meth:`state` (a resumed run)."""
+        super().load_state(state)
+        if "pending" in state:  # (a checkpoint of before sparse averages has none: its ranks averaged dense)
+            self.pending = [[(r.clone(), v.clone()) for r, v in record] for record in state["pending"]]
+
+
+def changes_since(p: torch.Tensor, records: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """How table ``p`` changed since ``records`` began, and ``p`` set back to then.
+
+    ``records``: each change's rows of ``p`` (``(n,)`` int64, repeats allowed) and their values before it
+    (``(n, *p.shape[1:])``), in order. Returns a coalesced sparse COO tensor shaped like ``p``: on every row
+    any record names, ``p`` now minus ``p`` before the first record; those rows of ``p`` get their values
+    before the first record back (in place).
+    """
+    if records:
+        rows, before = torch.cat([r for r, _ in records]), torch.cat([v for _, v in records])
+    else:
+        rows, before = torch.empty(0, dtype=torch.long), p.new_empty((0, *p.shape[1:]))
+    unique, inverse = torch.unique(rows, return_inverse=True)
+    first = torch.full((len(unique),), len(rows)).scatter_reduce_(0, inverse, torch.arange(len(rows)), "amin")
+    w, then = p.detach(), before[first]
+    change = w[unique] - then
+    w[unique] = then
+    return torch.sparse_coo_tensor(unique[None], change, p.shape, is_coalesced=True, check_invariants=False)
 
 
 def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:

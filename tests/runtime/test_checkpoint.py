@@ -99,6 +99,9 @@ def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, changes
     ("sharded", 2, {"prioritized": True, "n_step": 3, "priority_beta": 1.0}),
     ("shared", 1, {"prioritized": True, "n_step": 3, "priority_beta": 1.0}),  # the priority tree in the block
     ("averaged", 2, {"average_every": 3}),  # local SGD: the ranks' models differ between averages
+    # an n-tuple network's local SGD: each rank's rows changed since the last average are in its state
+    ("averaged", 2, {"average_every": 3, "network": "ntuple", "ntuples": ((0, 1, 2, 3), (4, 5, 6, 7)),
+                     "optimizer": "sgd", "lr": 0.01, "max_grad_norm": None}),
 ])
 def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, workers, options):
     changes = {k: v for k, v in options.items() if k in TrainConfig.__dataclass_fields__}
