@@ -196,7 +196,7 @@ def test_help_shows_every_field_and_option_with_its_doc(capsys):
     assert "--double-dqn, --no-double-dqn" in text and "--hidden N,N,..." in text and "--max-moves N|none" in text
     assert "independent options (only with --scheme independent)" in text
     assert "(updates; an integer >= 1 or None; default none)" in text and "(a number in (0, 1]; only with --sync final; " in text
-    assert "{none,periodic,final,weighted,best}" in text
+    assert "{none,periodic,final,weighted,best,sum}" in text
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..schemes.independent import SYNC_SCHEDULES
 from .budgets import chosen, explore_config
 from .trials import new_figure, rolling_window, run_grid
 
@@ -26,7 +27,7 @@ def independent_data(workers: int = 2, seconds: float | None = None,
     seconds = b.run_s if seconds is None else seconds
     config = explore_config(b, max_seconds=seconds, seed=seed)
     every = b.pick(250, 20)
-    schedules = b.pick(("none", "periodic", "final", "weighted", "best"), ("none", "periodic"))
+    schedules = b.pick(SYNC_SCHEDULES, ("none", "periodic"))
     grid = [{"workers": workers, "sync": s, "sync_every": every} for s in schedules]
     trials = run_grid("independent", grid, config, lambda g: f"sync={g['sync']}")
     intervals = [] if b.smoke else run_grid(

@@ -164,11 +164,15 @@ def _with(flat: np.ndarray, index: np.ndarray, values: np.ndarray) -> np.ndarray
 
 
 def combine_changes(base: Weights, changes: Sequence[Changes],
-                    coefficients: Sequence[float] | np.ndarray | None = None) -> Changes:
+                    coefficients: Sequence[float] | np.ndarray | None = None, *, normalise: bool = True) -> Changes:
     """The weighted average ``sum_k c_k w_k`` of K learners, each ``base`` with its ``changes``, as the
     changes every learner applies (:func:`apply_changes`) to come out equal: on every entry any of them
     changed. The same float32 values :func:`average_weights` gives for the learners' whole weights (a
     one-hot ``coefficients`` copies that learner's values exactly).
+
+    With ``normalise=False`` the coefficients are taken as given: ``base + sum_k c_k (w_k - base)``, so
+    ones add every learner's changes whole, as a parameter server adds each worker's accumulated updates
+    (Downpour SGD, Dean et al. 2012, "Large Scale Distributed Deep Networks", NeurIPS). Sums in float64.
 
     Raises
     ------
@@ -179,9 +183,15 @@ def combine_changes(base: Weights, changes: Sequence[Changes],
     if len(changes) == 0:
         raise ValueError("combine_changes needs at least one learner's changes")
     c = normalised_coefficients(len(changes), coefficients)
+    if not normalise and coefficients is not None:
+        c = np.asarray(coefficients, np.float64)
     out: Changes = {}
     for n, (union, rows) in _on_union(base, changes).items():
-        mean = np.zeros(rows.shape[1])
+        if normalise:
+            mean = np.zeros(rows.shape[1])
+        else:  # (1 - sum c) base + sum c_k w_k
+            flat = np.asarray(base[n]).reshape(-1)
+            mean = (1.0 - c.sum()) * (flat if union is None else flat[union]).astype(np.float64)
         for ck, row in zip(c, rows):
             mean += ck * row.astype(np.float64)
         mean = mean.astype(np.float32)

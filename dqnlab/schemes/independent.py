@@ -26,7 +26,12 @@ ships a few per cent of them (``bytes_moved`` in the run's ``extra``). The combi
 * ``weighted`` -- average weighted by ``softmax(score / temperature)``: "favour the
   better agent";
 * ``best`` -- every learner gets a copy of the best learner's weights (a form of
-  population-based selection).
+  population-based selection);
+* ``sum`` -- every ``sync_every`` updates each learner's changes since the last sync are all
+  added to the common weights, so that every learner's steps count whole, as in one table that
+  all of them write with a delay (a parameter server that adds the workers' accumulated
+  updates: Downpour SGD, Dean et al. 2012; Hogwild's lock-free writes, Niu et al. 2011, at a
+  stride). Averaging instead divides an entry only one learner moved by K.
 
 Only the online network's weights are shared; each learner keeps its own target
 network (it catches up at its next target sync) and its own Adam moments, as local
@@ -77,7 +82,7 @@ __all__ = ["Options", "run", "SYNC_SCHEDULES", "SCORE_WINDOW", "SYNC_EVERY", "Sy
            "score_coefficients", "best_index"]
 
 #: Sync schedules of the ``independent`` scheme.
-SYNC_SCHEDULES = ("none", "periodic", "final", "weighted", "best")
+SYNC_SCHEDULES = ("none", "periodic", "final", "weighted", "best", "sum")
 #: Finished games whose mean score ranks a learner (``weighted`` and ``best`` schedules).
 SCORE_WINDOW = 20
 #: ``sync_every`` left at None: updates between check-ins per network family. An n-tuple network's update is
@@ -211,7 +216,7 @@ class SyncSchedule:
     learner waits for the combined weights -- when the schedule says so:
 
     * ``none``: never;
-    * ``periodic``, ``weighted``, ``best``: always;
+    * ``periodic``, ``weighted``, ``best``, ``sum``: always;
     * ``final``: when ``progress >= 1 - final_fraction`` (progress = fraction of the
       budget spent, env steps or seconds, whichever is further along), so with the
       default 0.25 never before 75% of the budget.
@@ -280,12 +285,13 @@ def best_index(scores: Sequence[float]) -> int:
 
 
 def sync_coefficients(schedule: str, scores: Sequence[float], temperature: float = 500.0) -> np.ndarray:
-    """How a sync combines K learners' weights, per schedule: ``(K,)`` coefficients summing to 1.
+    """How a sync combines K learners' weights, per schedule: ``(K,)`` coefficients (summing to 1 but for ``sum``).
 
     ``periodic`` and ``final``: the plain mean ``1/K``; ``weighted``: :func:`score_coefficients`;
     ``best``: one-hot on the best learner (a copy of its weights); ``none``: also the best
     learner's (used only for the run's final weights: averaging learners that never
-    synchronised is not meaningful).
+    synchronised is not meaningful); ``sum``: ones, not normalised (every learner's changes added:
+    ``combine_changes(..., normalise=False)``).
 
     Raises
     ------
@@ -295,6 +301,8 @@ def sync_coefficients(schedule: str, scores: Sequence[float], temperature: float
     if schedule not in SYNC_SCHEDULES:
         raise ValueError(f"sync must be one of {list(SYNC_SCHEDULES)}, got {schedule!r}")
     k = len(scores)
+    if schedule == "sum":
+        return np.ones(k)
     if schedule in ("best", "none"):
         c = np.zeros(k)
         c[best_index(scores)] = 1.0
@@ -360,7 +368,7 @@ class _IndependentCoordinator(LearnerCoordinator):
             # learners may disagree at the start of the final phase: then nobody syncs).
             applied = self.sync != "none" and all(posted[k].active for k in ks)
             coefs = sync_coefficients(self.sync, scores, self.temperature) if applied else None
-            combined = combine_changes(self.base, changes, coefs) if applied else None
+            combined = combine_changes(self.base, changes, coefs, normalise=self.sync != "sum") if applied else None
             for k in ks:
                 if posted[k].active:
                     self.group.send(k, NewWeights(combined))
@@ -424,11 +432,12 @@ class _IndependentCoordinator(LearnerCoordinator):
             return self.weights_of(have[0]), f"learner {have[0]}"
         coefs = sync_coefficients(self.sync, scores, self.temperature)
         weights = {n: np.array(w, copy=True) for n, w in self.base.items()}
-        apply_changes(weights, combine_changes(self.base, [self.changes[k] for k in have], coefs))
+        apply_changes(weights, combine_changes(self.base, [self.changes[k] for k in have], coefs,
+                                               normalise=self.sync != "sum"))
         best = f"best learner by recent score (learner {have[int(coefs.argmax())]})"
         how = {"none": best, "best": best,
-               "weighted": f"score-weighted average, coefficients {[round(float(c), 4) for c in coefs]}"
-               }.get(self.sync, "plain average of the learners' last weights")
+               "weighted": f"score-weighted average, coefficients {[round(float(c), 4) for c in coefs]}",
+               "sum": "the last common weights with every learner's changes added"}.get(self.sync, "plain average of the learners' last weights")
         return weights, how
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 
+import numpy as np
 import pytest
 
 from dqnlab.parallel.messages import Checkpoint, Checkpointed, NewWeights, Report, Stop, Throttle, UnexpectedMessage
@@ -52,3 +53,35 @@ def test_the_parent_side_of_learners_takes_reports_and_raises_on_other_kinds():
     assert parent.progress().env_steps == 80
     with pytest.raises(UnexpectedMessage):
         parent.receive(("progress", 1, {}))
+
+
+def test_tensors_cross_a_process_as_numpy_arrays_and_come_back_as_tensors():
+    import pickle
+
+    import torch
+
+    from dqnlab.parallel.messages import Report, StateReply
+    from dqnlab.parallel.tasks import as_arrays, as_tensors
+
+    weight = torch.arange(6, dtype=torch.float32).reshape(3, 2)
+    state = {"agent": {"online": {"weight": weight}, "steps": [torch.tensor(3), 4]}, "boards": np.zeros(2, np.uint8),
+             "half": torch.ones(2, dtype=torch.bfloat16)}
+    msg = StateReply(1, 7, state)
+    sent = as_arrays(msg)
+    assert isinstance(sent, StateReply) and (sent.worker, sent.id) == (1, 7)
+    tagged = sent.state["agent"]["online"]["weight"]
+    assert not isinstance(tagged, torch.Tensor) and np.shares_memory(next(iter(tagged.values())), weight.numpy())
+    assert isinstance(sent.state["half"], torch.Tensor)  # (NumPy has no bfloat16: it travels as it is)
+    back = as_tensors(pickle.loads(pickle.dumps(sent)))
+    w = back.state["agent"]["online"]["weight"]
+    assert isinstance(w, torch.Tensor) and w.dtype == torch.float32 and torch.equal(w, weight)
+    assert back.state["agent"]["steps"][0].item() == 3 and back.state["agent"]["steps"][1] == 4
+    assert back.state["boards"].dtype == np.uint8
+    frozen = np.arange(3, dtype=np.float32)
+    frozen.flags.writeable = False  # (as joblib's memory-mapped arguments arrive)
+    t = as_tensors({"__tensor__": frozen})
+    t += 1  # a writable copy
+    np.testing.assert_array_equal(frozen, [0, 1, 2])
+    report = Report(0, True, [{"worker": 0}], 80, 5, {"acting": 1.0}, 0.5, {}, state={"w": weight})
+    again = as_tensors(as_arrays(report))
+    assert again.rows == report.rows and torch.equal(again.state["w"], weight)

@@ -77,6 +77,13 @@ def test_changed_entries_are_sparse_where_few_changed_and_combine_as_the_whole_w
     assert divergence(base, changes) == pytest.approx((d, d / np.linalg.norm(mean)), rel=1e-9)
     with pytest.raises(ValueError, match="coefficients"):
         combine_changes(base, changes, [1.0, -1.0, 0.0])
+    summed = {n: v.copy() for n, v in base.items()}  # normalise=False, ones: every learner's changes added
+    apply_changes(summed, combine_changes(base, changes, np.ones(3), normalise=False))
+    for n, b in base.items():
+        want = b.astype(np.float64) + sum(w[n].astype(np.float64) - b for w in ws)
+        np.testing.assert_array_equal(summed[n], want.astype(np.float32))
+    untouched = np.setdiff1d(np.arange(1000), np.concatenate([c["t"][0] for c in changes]))
+    np.testing.assert_array_equal(summed["t"].reshape(-1)[untouched], base["t"].reshape(-1)[untouched])
 
 
 def test_optimizer_state_average_and_roundtrip(cfg):

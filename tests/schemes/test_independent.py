@@ -7,6 +7,7 @@ import pytest
 from helpers import check_totals
 
 import dqnlab
+from dqnlab import TrainConfig
 from dqnlab.schemes.independent import SyncSchedule, score_coefficients, sync_coefficients
 
 
@@ -26,6 +27,7 @@ def test_sync_coefficients_per_schedule():
     np.testing.assert_allclose(sync_coefficients("periodic", scores), 1 / 3)
     np.testing.assert_allclose(sync_coefficients("final", scores), 1 / 3)
     np.testing.assert_allclose(sync_coefficients("weighted", scores, temperature=10.0), score_coefficients(scores, 10.0))
+    np.testing.assert_array_equal(sync_coefficients("sum", scores), [1, 1, 1])
     with pytest.raises(ValueError, match="sync must be one of"):
         sync_coefficients("sometimes", scores)
 
@@ -100,6 +102,39 @@ def test_independent_best_makes_learners_identical_after_each_sync(cfg):
     none = dqnlab.train("independent", cfg.replace(total_env_steps=2_000), workers=2, progress=False,
                         sync="none", sync_every=10)
     assert rounds[-1]["divergence"] < none.extra["divergence"][-1]["divergence"]
+
+
+def test_independent_sum_gives_every_learner_the_common_weights_plus_all_changes(cfg):
+    """sync='sum' on the n-tuple learner: after a round both learners hold the last common weights with each
+    one's changes added (an entry one learner moved keeps its whole step, not half of it)."""
+    from types import SimpleNamespace
+
+    from dqnlab.parallel.messages import SyncPost
+    from dqnlab.parallel.weights import apply_changes, changed_entries
+    from dqnlab.schemes.independent import _IndependentCoordinator
+
+    base = {"w": np.array([1.0, 2.0, 3.0, 4.0], np.float32)}
+    mine = [np.array([1.5, 2.0, 3.0, 4.0], np.float32), np.array([1.25, 2.0, 2.0, 4.0], np.float32)]
+    sent = []
+    parent = _IndependentCoordinator(2, 8, {"w": base["w"].copy()}, "sum", 500.0)
+    parent.group = SimpleNamespace(stopping=False, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
+    parent.loop = SimpleNamespace(elapsed=1.0)
+    for k in range(2):
+        parent.receive(SyncPost(k, 1, True, changed_entries({"w": mine[k]}, base), 0.0, 100, 50))
+    np.testing.assert_array_equal(parent.base["w"], [1.75, 2.0, 2.0, 4.0])
+    for k, msg in sent:
+        w = {"w": mine[k].copy()}
+        apply_changes(w, msg.weights)
+        np.testing.assert_array_equal(w["w"], parent.base["w"])
+    assert parent.divergence[-1]["coefficients"] == [1.0, 1.0]
+
+    ntuple = TrainConfig.preset("ntuple-small", total_env_steps=6_000, n_envs=16, buffer_size=256, batch_size=32,
+                                learning_starts=512, seed=0)
+    run = dqnlab.train("independent", ntuple, workers=2, progress=False, sync="sum", sync_every=20)
+    check_totals(run, ntuple, 2)
+    rounds = run.extra["divergence"]
+    assert len(rounds) >= 3 and all(r["synced"] for r in rounds) and run.extra["syncs"] == len(rounds)
+    assert run.extra["final_weights"] == "the last common weights with every learner's changes added"
 
 
 def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stopped_at_the_barrier_still_awaits_it():
