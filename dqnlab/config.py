@@ -209,7 +209,8 @@ class TrainConfig:
     # --- replay: prioritized, n-step -----------------------------------------
     prioritized: bool = option(
         False, "Prioritized replay (Schaul et al. 2016, proportional): sample transitions in proportion to "
-        "(|TD error| + priority_eps) ** priority_alpha, weight their loss by importance sampling.")
+        "(|TD error| + priority_eps) ** priority_alpha, weight their loss by importance sampling. Needs "
+        "buffer_size > batch_size.")
     priority_alpha: float = option(0.6, "Prioritized replay: priority exponent (0 = uniform).", low=0, high=1,
                                    applies=when("prioritized", True))
     priority_beta: float = option(
@@ -275,6 +276,11 @@ class TrainConfig:
             need(self.mask_illegal, "mask_illegal", "True with afterstate=True (a move that changes nothing "
                  "has no afterstate of its own)")
         need(self.batch_size <= self.buffer_size, "batch_size", f"an integer in 1..buffer_size ({self.buffer_size})")
+        # With the whole buffer in every minibatch, priorities choose nothing: they only replay the transitions
+        # of largest TD error several times in one update, each copy a full step (README, "actors").
+        need(not self.prioritized or self.batch_size < self.buffer_size, "buffer_size",
+             f"larger than batch_size ({self.batch_size}) with prioritized=True (prioritized replay chooses a "
+             "minibatch among more transitions than it holds)")
 
     # ------------------------------------------------------------------
     @classmethod

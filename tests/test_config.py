@@ -64,6 +64,16 @@ def test_round_trip_and_replace():
         c.replace(batch_size=c.buffer_size + 1)
 
 
+def test_prioritized_replay_needs_more_transitions_than_a_minibatch():
+    online = TrainConfig.preset("default")  # buffer_size = batch_size: online TD, the whole buffer every update
+    assert online.buffer_size == online.batch_size
+    with pytest.raises(ValueError, match=r"TrainConfig\.buffer_size\b.*larger than batch_size \(64\)"):
+        online.replace(prioritized=True)
+    wider = online.replace(buffer_size=online.batch_size + 1, prioritized=True)
+    assert wider.prioritized and wider.buffer_size == 65
+    assert online.replace(prioritized=False) == online
+
+
 def test_epsilon_schedules():
     lin = TrainConfig(epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=100)
     assert epsilon_at(lin, 0, 0) == 1.0

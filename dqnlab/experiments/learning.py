@@ -122,7 +122,7 @@ def replay_data(minutes: float | None = None, games: int | None = None, seeds: t
     """
     b = chosen()
     variants = b.pick(REPLAY_VARIANTS, _SMOKE_REPLAY_VARIANTS) if variants is None else variants
-    base = learning_config("ntuple", b=b, **({} if b.smoke else {"ntuples": "17x4", "lr": 0.05}))
+    base = learning_config("ntuple", b=b) if b.smoke else TrainConfig.preset("ntuple-small")
     return _variants_data("ntuple-small", base, variants, b, minutes, games, seeds)
 
 

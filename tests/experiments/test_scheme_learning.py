@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+import dqnlab
+from dqnlab import experiments as ex
 from dqnlab.bench.report import machine_info
 
 
@@ -33,7 +35,6 @@ def results(tmp_path):
 
 
 def test_a_schemes_curves_come_with_serials(results):
-    from dqnlab import experiments as ex
 
     data = ex.scheme_learning("shared", results)
     assert data["measured"] and {r["scheme"] for r in data["rows"]} == {"serial", "shared"}
@@ -47,7 +48,6 @@ def test_a_schemes_curves_come_with_serials(results):
 
 
 def test_versus_serial_gives_median_minutes_and_their_ratio(results):
-    from dqnlab import experiments as ex
 
     table = ex.versus_serial(ex.scheme_learning(None, results)).set_index("scheme")
     # serial crosses 50% between its points (0.4 at 1 minute, 0.8 at 2); shared is past it at its first point
@@ -61,10 +61,25 @@ def test_versus_serial_gives_median_minutes_and_their_ratio(results):
 
 
 def test_versus_serial_puts_serial_first_whatever_the_files_order(results):
-    from dqnlab import experiments as ex
 
     data = json.loads(results.read_text())
     data["rows"] = [r for r in data["rows"] if r["scheme"] != "serial"] + [r for r in data["rows"]
                                                                           if r["scheme"] == "serial"]
     results.write_text(json.dumps(data))
     assert list(ex.versus_serial(ex.scheme_learning(None, results))["scheme"]) == ["serial", "shared", "independent"]
+
+
+@pytest.mark.parametrize("budget", [ex.FULL, ex.SMOKE], ids=["full", "smoke"])
+def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(monkeypatch, budget):
+    from dqnlab.experiments import learning
+
+    seen = {}
+    monkeypatch.setattr(learning, "_variants_data", lambda preset, base, *a: seen.update(preset=preset, base=base))
+    with ex.use(budget):
+        learning.replay_data()
+    base = seen["base"]
+    if budget is ex.FULL:  # what `bench learning --presets ntuple-small` measures
+        want = dqnlab.TrainConfig.preset("ntuple-small")
+        assert base.replace(max_seconds=want.max_seconds, total_env_steps=want.total_env_steps) == want
+    assert seen["preset"] == "ntuple-small" and base.batch_size < base.buffer_size
+    assert base.replace(prioritized=True, n_step=3).prioritized
