@@ -35,7 +35,6 @@ def results(tmp_path):
 
 
 def test_a_schemes_curves_come_with_serials(results):
-
     data = ex.scheme_learning("shared", results)
     assert data["measured"] and {r["scheme"] for r in data["rows"]} == {"serial", "shared"}
     assert len(data["time_to_player"]) == 4  # 2 configurations x 2 seeds
@@ -48,7 +47,6 @@ def test_a_schemes_curves_come_with_serials(results):
 
 
 def test_versus_serial_gives_median_minutes_and_their_ratio(results):
-
     table = ex.versus_serial(ex.scheme_learning(None, results)).set_index("scheme")
     # serial crosses 50% between its points (0.4 at 1 minute, 0.8 at 2); shared is past it at its first point
     assert table.loc["serial", "min to 2048 in half"] == pytest.approx(1.25)
@@ -61,7 +59,6 @@ def test_versus_serial_gives_median_minutes_and_their_ratio(results):
 
 
 def test_versus_serial_puts_serial_first_whatever_the_files_order(results):
-
     data = json.loads(results.read_text())
     data["rows"] = [r for r in data["rows"] if r["scheme"] != "serial"] + [r for r in data["rows"]
                                                                           if r["scheme"] == "serial"]
