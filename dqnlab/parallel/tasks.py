@@ -18,14 +18,17 @@ from __future__ import annotations
 import gc
 import math
 import os
+import pickle
 import queue
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import fields, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields, replace
 from multiprocessing.managers import SyncManager
 from typing import Any, Self
 
@@ -53,7 +56,8 @@ from .messages import (
 from .supervision import Supervisor
 from .threads import parent_handles_sigint, pin_torch_threads
 
-__all__ = ["Channel", "TaskGroup", "Coordinator", "drive_tasks", "split_budget"]
+__all__ = ["Channel", "TaskGroup", "Coordinator", "drive_tasks", "split_budget", "pack", "unpack", "Spilled",
+           "SPILL_BYTES"]
 
 
 def split_budget(total: int | None, workers: int) -> list[int | None]:
@@ -107,6 +111,70 @@ def as_tensors(obj: Any) -> Any:
     return obj
 
 
+
+#: A message carrying more than this many bytes of arrays goes between two processes of one machine as a file.
+SPILL_BYTES = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class Spilled:
+    """A message written to a file by :func:`pack`, which :func:`unpack` reads back (and deletes)."""
+
+    path: str
+
+
+def _arrays(obj: Any) -> Iterator[np.ndarray]:
+    """Every NumPy array in ``obj`` (in dicts, lists, tuples and the fields of a message)."""
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _arrays(v)
+    elif isinstance(obj, _MESSAGES):
+        for f in fields(obj):
+            yield from _arrays(getattr(obj, f.name))
+
+
+def pack(msg: Any, spill_dir: str | None) -> Any:
+    """``msg`` ready for a queue: :func:`as_arrays`, and where ``spill_dir`` is given (a folder of the machine
+    of both ends) and the message carries over :data:`SPILL_BYTES` of arrays, a :class:`Spilled` file of it.
+
+    A queue pickles what it carries in the sender's main thread, holding its GIL: an n-tuple learner's
+    checkpoint state (805 MB) held it, and the worker's heartbeats with it, past
+    :data:`~dqnlab.parallel.messages.SILENCE_S` on a busy 2-core machine; a ``multiprocessing.Manager``'s
+    queue then unpickles and pickles it again in the manager, which carries every worker's heartbeats.
+    Pickle protocol 5 (PEP 574) writes each array's buffer straight to the file, and :func:`unpack` reads
+    it straight into new arrays: no copy in memory, and the GIL free while the bytes move.
+    """
+    msg = as_arrays(msg)
+    if spill_dir is None:
+        return msg
+    total = 0
+    for a in _arrays(msg):
+        total += a.nbytes
+        if total > SPILL_BYTES:
+            break
+    else:
+        return msg
+    fd, path = tempfile.mkstemp(dir=spill_dir, suffix=".pkl")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(msg, f, protocol=5)
+    return Spilled(path)
+
+
+def unpack(msg: Any) -> Any:
+    """:func:`pack` undone: a :class:`Spilled` message read back (its file deleted), then :func:`as_tensors`."""
+    if isinstance(msg, Spilled):
+        path = msg.path
+        with open(path, "rb") as f:
+            msg = pickle.load(f)  # (written by a process of this run, in its own folder)
+        os.unlink(path)
+    return as_tensors(msg)
+
+
 # ----------------------------------------------------------------------------- the worker's end
 class Channel:
     """A worker's end of the queues: :meth:`send` to the parent; :meth:`orders`, :meth:`wait`
@@ -118,21 +186,23 @@ class Channel:
         This worker's index.
     inbox, outbox : queue-like
         The parent's queue (shared by all workers) and this worker's own.
+    spill_dir : str, optional
+        A folder of the parent's machine, where large messages go (:func:`pack`); None: all by the queue.
     """
 
-    def __init__(self, worker: int, inbox: Any, outbox: Any):
-        self.worker, self.inbox, self.outbox = worker, inbox, outbox
+    def __init__(self, worker: int, inbox: Any, outbox: Any, spill_dir: str | None = None):
+        self.worker, self.inbox, self.outbox, self.spill_dir = worker, inbox, outbox, spill_dir
         self.stopped = False
         #: ``state() -> Any``: this worker's checkpoint state (set by a task that checkpoints).
         self.state: Callable[[], Any] | None = None
 
     def send(self, msg: Any) -> None:
         """Put ``msg`` (one of :data:`~dqnlab.parallel.messages.REPORTS`) on the parent's queue."""
-        self.inbox.put(as_arrays(msg))
+        self.inbox.put(pack(msg, self.spill_dir))
 
     def _take(self, msg: Any) -> Any:
         """Check an order's kind; a :class:`Stop` sets :attr:`stopped`."""
-        msg = as_tensors(msg)
+        msg = unpack(msg)
         if not isinstance(msg, ORDERS):
             raise UnexpectedMessage(f"worker {self.worker}", msg)
         if isinstance(msg, Stop):
@@ -209,9 +279,9 @@ class Channel:
 
 
 def _task_main(fn: Callable[..., None], worker: int, workers: int, parent_pid: int, inbox: Any, outbox: Any,
-               kwargs: dict[str, Any]) -> int:
+               kwargs: dict[str, Any], spill_dir: str | None) -> int:
     """Body of one long-lived joblib task: pin threads, say hello, beat, run ``fn``, report any exception."""
-    ch = Channel(worker, inbox, outbox)
+    ch = Channel(worker, inbox, outbox, spill_dir)
     done = threading.Event()
     try:
         with parent_handles_sigint(parent_pid):
@@ -306,6 +376,8 @@ class TaskGroup(Supervisor):
         self.n_jobs = max(2, len(kwargs)) if own_processes else len(kwargs)
         self.spares: list[Any] = []  # order queues of held spare pool processes (see _spare_task)
         self.manager: SyncManager | None = None
+        #: Where large messages go between the processes of this machine (:func:`pack`); None on a cluster.
+        self.spill_dir: str | None = None
         self.thread: threading.Thread | None = None
         #: True while a checkpoint is being gathered (see :func:`drive_tasks`).
         self.checkpoint_pending = False
@@ -337,6 +409,7 @@ class TaskGroup(Supervisor):
             self.outboxes = [self.manager.Queue() for _ in range(self.workers)]
             # own_processes: the pool's processes beyond the tasks' are held (see _spare_task)
             self.spares = [self.manager.Queue() for _ in range(self.n_jobs - self.workers)]
+            self.spill_dir = tempfile.mkdtemp(prefix="dqnlab-spill-")
         self.thread = threading.Thread(target=self._run, name="dqnlab-tasks", daemon=True)
         self.thread.start()
         return self
@@ -354,7 +427,7 @@ class TaskGroup(Supervisor):
                     raise RuntimeError(f"the joblib backend runs {slots} tasks at once; "
                                        f"this scheme needs all {self.workers} workers running together")
                 parallel([joblib.delayed(_task_main)(self.fn, k, self.workers, parent, self.inbox,
-                                                     self.outboxes[k], as_arrays(kw))
+                                                     self.outboxes[k], as_arrays(kw), self.spill_dir)
                           for k, kw in enumerate(self.kwargs)]
                          + [joblib.delayed(_spare_task)(parent, q) for q in self.spares])
         except BaseException as e:  # noqa: BLE001 - the parent reads it
@@ -381,14 +454,14 @@ class TaskGroup(Supervisor):
                 msg = self.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return None
-            msg = self.take(as_tensors(msg))
+            msg = self.take(unpack(msg))
             if msg is not None:
                 return msg
 
     def send(self, worker: int, msg: Any) -> None:
         """Put order ``msg`` on ``worker``'s queue (nothing if the worker is gone with its queue)."""
         try:
-            self.outboxes[worker].put(as_arrays(msg))
+            self.outboxes[worker].put(pack(msg, self.spill_dir))
         except Exception:  # noqa: BLE001, S110 - the worker is gone with its queue; nothing to tell it
             pass
 
@@ -409,7 +482,7 @@ class TaskGroup(Supervisor):
 
     def close(self, grace_s: float = 20.0) -> None:
         """Stop the workers, wait up to ``grace_s`` for them (:data:`LOST_GRACE_S` once a worker is
-        :attr:`lost`), and shut the manager down.
+        :attr:`lost`), shut the manager down and remove the spill folder.
 
         If local tasks are still running after that (a worker stuck in native code), the loky pool is
         killed, so that the call never hangs; on a cluster the joblib call is left to end when the run's
@@ -430,6 +503,9 @@ class TaskGroup(Supervisor):
             except Exception:  # noqa: BLE001, S110 - the manager is gone already
                 pass
             self.manager = None
+        if self.spill_dir is not None:  # (with any message left unread)
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
+            self.spill_dir = None
         super().close()
 
 

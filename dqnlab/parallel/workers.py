@@ -101,9 +101,10 @@ class LearnerWorker:
 
     # ------------------------------------------------------------------ the plumbing
     def state(self) -> dict[str, Any]:
-        """This worker's checkpoint state: its learner, its communication time and the scheme's part."""
+        """This worker's checkpoint state: its learner, its communication time and the scheme's part (the
+        agent's live tensors: the channel serialises the state as it sends it)."""
         self.sent = len(self.learner.episodes)  # the state carries every game: the parent takes them from it
-        return {"learner": self.learner.state_dict(), "comm": self.comm, **self.state_extra()}
+        return {"learner": self.learner.state_dict(copy_agent=False), "comm": self.comm, **self.state_extra()}
 
     def report(self, done: bool = False) -> None:
         """Send a :class:`Report` of the games finished since the last one and the counters now."""

@@ -232,9 +232,9 @@ class _SharedLearner(Learner):
             self.native = NativeLoop(self, steps_of_all=arrays["env_steps"],
                                      totals=(arrays["updates_total"], arrays["target_syncs"]), me=worker)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, copy_agent: bool = True) -> dict[str, Any]:
         """This worker's private state (the model, Adam and replay are in the block)."""
-        return {**super().state_dict(), "lock_wait": self.lock_wait}
+        return {**super().state_dict(copy_agent), "lock_wait": self.lock_wait}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""

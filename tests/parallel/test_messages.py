@@ -85,3 +85,32 @@ def test_tensors_cross_a_process_as_numpy_arrays_and_come_back_as_tensors():
     report = Report(0, True, [{"worker": 0}], 80, 5, {"acting": 1.0}, 0.5, {}, state={"w": weight})
     again = as_tensors(as_arrays(report))
     assert again.rows == report.rows and torch.equal(again.state["w"], weight)
+
+
+def test_a_large_message_goes_by_a_file_of_the_spill_folder_and_comes_back_whole(tmp_path, monkeypatch):
+    import torch
+
+    from dqnlab.parallel import tasks
+    from dqnlab.parallel.messages import Heartbeat, StateReply
+
+    monkeypatch.setattr(tasks, "SPILL_BYTES", 1000)
+    big = torch.arange(300, dtype=torch.float32)  # 1,200 bytes: over the limit
+    ch = Channel(0, queue.Queue(), queue.Queue(), spill_dir=str(tmp_path))
+    ch.send(StateReply(0, 3, {"learner": {"agent": {"w": big}}, "episodes": [{"score": 4}]}))
+    ch.send(Heartbeat(0))  # (small: by the queue itself)
+    spilled, beat = ch.inbox.get_nowait(), ch.inbox.get_nowait()
+    assert isinstance(spilled, tasks.Spilled) and [p.name for p in tmp_path.iterdir()] == [spilled.path.rsplit("/")[-1]]
+    assert beat == Heartbeat(0)
+    back = tasks.unpack(spilled)
+    assert isinstance(back, StateReply) and (back.worker, back.id) == (0, 3)
+    w = back.state["learner"]["agent"]["w"]
+    assert isinstance(w, torch.Tensor) and torch.equal(w, big) and back.state["episodes"] == [{"score": 4}]
+    assert list(tmp_path.iterdir()) == []  # read once, then deleted
+    # Orders too, and below the limit or without a folder (a cluster's queues) nothing is spilled.
+    order = tasks.pack(NewWeights({"w": (np.arange(10), np.zeros(300, np.float32))}), str(tmp_path))
+    assert isinstance(order, tasks.Spilled)
+    ch.outbox.put(order)
+    got = ch.orders()[0]
+    assert isinstance(got, NewWeights) and got.weights["w"][1].shape == (300,)
+    assert not isinstance(tasks.pack(StateReply(0, 1, {"w": torch.zeros(10)}), str(tmp_path)), tasks.Spilled)
+    assert not isinstance(tasks.pack(StateReply(0, 1, {"w": big}), None), tasks.Spilled)

@@ -179,3 +179,13 @@ def test_stored_next_masks_are_the_legal_moves_of_next_boards(tiny_config):
     n = len(learner.buffer)
     assert np.array_equal(a["next_masks"][:n], legal_actions_batch(a["next_boards"][:n]))
     assert a["dones"][:n].any() or len(learner.episodes) > 0
+
+
+def test_a_learner_state_copies_the_agent_unless_it_is_serialised_at_once(tiny_config):
+    from dqnlab.runtime.learner import Learner
+
+    learner = Learner(tiny_config)
+    live = dict(learner.agent.online.named_parameters())
+    for copy_agent, shared in ((True, False), (False, True)):
+        online = learner.state_dict(copy_agent=copy_agent)["agent"]["online"]
+        assert all((online[n].data_ptr() == p.data_ptr()) is shared for n, p in live.items())
