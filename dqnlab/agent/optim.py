@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch.optim import optimizer as _optim_module
 
+from ..core import memory as core_memory
+
 __all__ = ["adam", "TemporalCoherence", "optimizer_step", "grad_norm", "clip_grad_norm", "clear_grads",
            "denormals_flushed"]
 
@@ -57,7 +59,9 @@ class TemporalCoherence(torch.optim.Optimizer):
     -----
     ``state[p]`` holds ``step`` (a 0-d float32 tensor: steps so far), ``errors`` (``E``) and
     ``abs_errors`` (``A``), float32 like ``p``, made at construction so that the compiled learner and
-    ``shared``'s block can hold them. A row-sparse gradient (an n-tuple minibatch's) is applied entry
+    ``shared``'s block can hold them; like the tables, on huge pages where the OS offers them
+    (:func:`dqnlab.core.memory.zeros`: the compiled update reads and writes them at random rows, and a
+    page is mapped only when a row on it is first written). A row-sparse gradient (an n-tuple minibatch's) is applied entry
     by entry in its order, a row used twice taking both steps, as the compiled learner does; a dense
     one in one vectorised step.
     """
@@ -68,9 +72,27 @@ class TemporalCoherence(torch.optim.Optimizer):
             for p in g["params"]:
                 if p.device.type != "cpu":
                     raise ValueError(f"optimizer 'tc' runs on the CPU (the compiled core), got a parameter on {p.device}")
+                dtype = p.detach().numpy().dtype
                 self.state[p] = {"step": torch.zeros((), dtype=torch.float32),
-                                 "errors": torch.zeros_like(p, memory_format=torch.contiguous_format),
-                                 "abs_errors": torch.zeros_like(p, memory_format=torch.contiguous_format)}
+                                 "errors": torch.from_numpy(core_memory.zeros(tuple(p.shape), dtype)),
+                                 "abs_errors": torch.from_numpy(core_memory.zeros(tuple(p.shape), dtype))}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output, the sums copied into this optimiser's own tensors (which keep
+        their pages, and whatever holds them: the compiled learner reads them at every call).
+
+        Raises
+        ------
+        ValueError
+            If the saved state does not fit these parameters (as ``torch.optim.Optimizer.load_state_dict``).
+        """
+        own = {p: (st["errors"], st["abs_errors"]) for p, st in self.state.items()}
+        super().load_state_dict(state_dict)
+        with torch.no_grad():
+            for p, (errors, abs_errors) in own.items():
+                st = self.state[p]
+                st["errors"] = errors.copy_(st["errors"])
+                st["abs_errors"] = abs_errors.copy_(st["abs_errors"])
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:

@@ -5,7 +5,8 @@ run (and ``sharded`` and ``averaged`` their worker ranks). The parent talks to t
 queues (a ``multiprocessing.Manager``'s, or a Dask cluster's: see :mod:`dqnlab.parallel.dask`)
 with the typed messages of :mod:`dqnlab.parallel.messages`; :func:`drive_tasks` is the parent's
 event loop, which hands the scheme's messages to its :class:`Coordinator`. Whether a worker
-is alive, and the naming of a lost one, is :mod:`dqnlab.parallel.supervision`'s.
+is alive, and the naming of a lost one, is :mod:`dqnlab.parallel.supervision`'s. On one machine a
+message carrying more than :data:`SPILL_BYTES` of arrays goes by a file instead (:func:`pack`).
 
 Checkpoints are one consistent cut of the run: the parent sends every running worker
 :class:`~dqnlab.parallel.messages.Checkpoint`; each answers with its state

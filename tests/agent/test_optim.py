@@ -74,3 +74,16 @@ def test_the_dense_step_is_the_same_rule():
 def test_a_parameter_off_the_cpu_is_a_clear_error():
     with pytest.raises(ValueError, match="optimizer 'tc' runs on the CPU"):
         TemporalCoherence([torch.nn.Parameter(torch.zeros(3, device="meta"))], lr=0.1)
+
+
+def test_loading_a_state_fills_the_sums_the_optimiser_already_holds():
+    net, opt, _ = sparse_step(1, lr=0.5, steps=3)
+    saved = {"state": {k: {n: t.clone() for n, t in v.items()} for k, v in opt.state_dict()["state"].items()},
+             "param_groups": opt.state_dict()["param_groups"]}
+    fresh = TemporalCoherence(net.parameters(), 0.5)
+    held = {n: fresh.state[net.weight][n] for n in ("errors", "abs_errors")}
+    fresh.load_state_dict(saved)
+    for n, t in held.items():
+        assert fresh.state[net.weight][n] is t  # the same tensors (the compiled learner's, shared's block)
+        assert torch.equal(t, opt.state[net.weight][n]) and t.any()
+    assert float(fresh.state[net.weight]["step"]) == 3.0
