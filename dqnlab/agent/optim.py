@@ -61,9 +61,9 @@ class TemporalCoherence(torch.optim.Optimizer):
     ``abs_errors`` (``A``), float32 like ``p``, made at construction so that the compiled learner and
     ``shared``'s block can hold them; like the tables, on huge pages where the OS offers them
     (:func:`dqnlab.core.memory.zeros`: the compiled update reads and writes them at random rows, and a
-    page is mapped only when a row on it is first written). A row-sparse gradient (an n-tuple minibatch's) is applied entry
-    by entry in its order, a row used twice taking both steps, as the compiled learner does; a dense
-    one in one vectorised step.
+    page is mapped only when a row on it is first written). A row-sparse gradient (an n-tuple
+    minibatch's) is applied entry by entry in its order, a row used twice taking both steps, as the
+    compiled learner does; a dense one in one vectorised step.
     """
 
     def __init__(self, params: Any, lr: float, td_updates: int = 0, td_lr: float = 0.2):

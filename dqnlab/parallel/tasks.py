@@ -112,7 +112,6 @@ def as_tensors(obj: Any) -> Any:
     return obj
 
 
-
 #: A message carrying more than this many bytes of arrays goes between two processes of one machine as a file.
 SPILL_BYTES = 32 * 2**20
 
