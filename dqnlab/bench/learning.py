@@ -433,9 +433,10 @@ def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
     """Each configuration of a results file (:func:`merge_results`; or
     :func:`dqnlab.experiments.scheme_learning`'s part of one) against ``serial``, over its seeds: the minutes of its
     slowest seed to a greedy mean of 10,000 and to 2048 / 4096 in half the games (NaN where a seed never got
-    there), each also as a ratio to serial's (below 1: sooner than serial, in every seed), the median mean
-    score at the end, and the median env steps per second of training (all workers). One row per configuration,
-    serial's first, the others in the file's order."""
+    there), each also as a ratio to serial's (below 1: sooner than serial, in every seed; serial's plain
+    variant where it has several), the median mean score at the end, and the median env steps per second of
+    training (all workers). One row per configuration (scheme, options, variant, workers), serial's first, the
+    others in the file's order."""
     import pandas as pd
 
     table = pd.DataFrame(data["time_to_player"])
@@ -445,15 +446,17 @@ def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
     times = {"minutes_to_10000": "to 10,000", "minutes_to_2048_in_half": "to 2048 in half",
              "minutes_to_4096_in_half": "to 4096 in half"}
     table = table.astype({c: float for c in times})
+    table["variant"] = table["variant"].fillna("") if "variant" in table else ""  # (files from before variants)
 
     def slowest(v: Any) -> float:
         return float(v.max()) if v.notna().all() else math.nan
 
-    out = table.groupby(["scheme", "options", "workers"], sort=False).agg(
+    out = table.groupby(["scheme", "options", "variant", "workers"], sort=False).agg(
         seeds=("seed", "count"), **{f"min {name}": (c, slowest) for c, name in times.items()},
         mean_at_end=("final_score_mean", "median"), env_steps_per_s=("env_steps_per_s", "median")).reset_index()
     out = out.sort_values("scheme", key=lambda s: s != "serial", kind="stable").reset_index(drop=True)
-    serial = out[out["scheme"] == "serial"]
+    serial = out[(out["scheme"] == "serial") & (out["variant"] == "")]
+    serial = serial if len(serial) else out[out["scheme"] == "serial"]
     for name in times.values():
         base = float(serial[f"min {name}"].iloc[0]) if len(serial) else math.nan
         out[f"x serial {name}"] = out[f"min {name}"] / base
@@ -465,7 +468,7 @@ def versus_serial_markdown(res: dict[str, Any]) -> str:
     never got there), with where the rows come from (``docs/learning.md``'s section of the same file)."""
     budget = res["minutes"]
     table = versus_serial(res)
-    rows = [{**r, "configuration": f"{r['scheme']}" + (f" ({r['options']})" if r["options"] else "")}
+    rows = [{**r, "configuration": f"{r['scheme']}" + "".join(f" ({x})" for x in (r["options"], r["variant"]) if x)}
             for r in table.to_dict("records")]
     times = ("to 10,000", "to 2048 in half", "to 4096 in half")
     for r in rows:

@@ -66,6 +66,25 @@ def test_versus_serial_puts_serial_first_whatever_the_files_order(results):
     assert list(ex.versus_serial(ex.scheme_learning(None, results))["scheme"]) == ["serial", "shared", "independent"]
 
 
+def test_versus_serial_keeps_a_variant_apart_from_its_plain_scheme(results):
+    from dqnlab.bench.learning import versus_serial_markdown
+
+    data = json.loads(results.read_text())
+    variant = [{**_row("shared", "lock=False", seed, 2.0, 5_000, 0.0, 0.0), "variant": "prioritized=True"}
+               for seed in (1, 2)]
+    variant += [{**_row("serial", "", seed, 2.0, 1_000, 0.0, 0.0), "variant": "n_step=3"} for seed in (1, 2)]
+    data["rows"] += variant
+    results.write_text(json.dumps(data))
+    table = ex.versus_serial(ex.scheme_learning(None, results))
+    shared = table[table["scheme"] == "shared"].set_index("variant")
+    assert list(shared["seeds"]) == [2, 2]  # two configurations, not one of four seeds
+    assert shared.loc["", "min to 2048 in half"] == 1.0 and np.isnan(shared.loc["prioritized=True", "min to 2048 in half"])
+    plain = table[table["scheme"] == "serial"].set_index("variant")
+    assert table.iloc[0]["variant"] == "" and plain.loc["", "x serial to 2048 in half"] == 1.0  # the plain baseline
+    text = versus_serial_markdown({**data, "time_to_player": ex.scheme_learning(None, results)["time_to_player"]})
+    assert "shared (lock=False) (prioritized=True)" in text
+
+
 @pytest.mark.parametrize("budget", [ex.FULL, ex.SMOKE], ids=["full", "smoke"])
 def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(monkeypatch, budget):
     from dqnlab.experiments import learning
