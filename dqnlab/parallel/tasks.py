@@ -142,12 +142,13 @@ def pack(msg: Any, spill_dir: str | None) -> Any:
     """``msg`` ready for a queue: :func:`as_arrays`, and where ``spill_dir`` is given (a folder of the machine
     of both ends) and the message carries over :data:`SPILL_BYTES` of arrays, a :class:`Spilled` file of it.
 
-    A queue pickles what it carries in the sender's main thread, holding its GIL: an n-tuple learner's
-    checkpoint state (805 MB) held it, and the worker's heartbeats with it, past
-    :data:`~dqnlab.parallel.messages.SILENCE_S` on a busy 2-core machine; a ``multiprocessing.Manager``'s
-    queue then unpickles and pickles it again in the manager, which carries every worker's heartbeats.
-    Pickle protocol 5 (PEP 574) writes each array's buffer straight to the file, and :func:`unpack` reads
-    it straight into new arrays: no copy in memory, and the GIL free while the bytes move.
+    A queue pickles what it carries in the sender's main thread, holding its GIL for as long as the copy
+    takes: for an n-tuple learner's checkpoint state (three tables of hundreds of MB) that can outlast
+    :data:`~dqnlab.parallel.messages.SILENCE_S`, and the worker's heartbeats wait with it; a
+    ``multiprocessing.Manager``'s queue then unpickles and pickles it again in the manager, which carries
+    every worker's heartbeats. Pickle protocol 5 (PEP 574) writes each array's buffer straight to the file,
+    and :func:`unpack` reads it straight into new arrays: no copy in memory, and the GIL free while the
+    bytes move.
     """
     msg = as_arrays(msg)
     if spill_dir is None:

@@ -273,8 +273,9 @@ class Learner:
         """Everything needed to continue exactly: agent (both networks, optimiser,
         exploration stream), replay buffer, the games in progress, counters, episodes,
         timing and the owed-update credit (copies; with ``copy_agent`` False the agent's tensors are the live
-        ones, for a state serialised before the learner steps again: an n-tuple agent's is 805 MB)."""
-        return {"worker": self.worker, "agent": self._agent_state() if copy_agent else self.agent.state_dict(), "buffer": self.buffer.state_dict(),
+        ones, for a state serialised before the learner steps again: an n-tuple agent's are hundreds of MB)."""
+        agent = self._agent_state() if copy_agent else self.agent.state_dict()
+        return {"worker": self.worker, "agent": agent, "buffer": self.buffer.state_dict(),
                 "env": self.env.state_dict(), "nstep": self.nstep.state_dict(), "boards": self.boards.copy(),
                 "masks": self.masks.copy(),
                 "env_steps": self.env_steps, "episodes": [dict(r) for r in self.episodes],
