@@ -28,8 +28,9 @@ model is trained "linearly", whoever computes the step); A3C
 per-worker ones. Under Hogwild the moments are updated racily like the weights.
 
 The replay buffer is split into K contiguous segments: worker k writes only into
-segment k (its own FIFO, no write lock needed), and every worker samples uniformly
-from all filled slots of all segments, so each trains on everybody's experience.
+segment k (its own FIFO, no write lock needed, at least one step of its boards long), and
+every worker samples uniformly from all filled slots of all segments, so each trains on
+everybody's experience.
 Transitions are n-step ones (``config.n_step``) as each worker makes them from its own
 boards. With ``config.prioritized`` the block also holds one sum tree over the whole
 capacity and the largest priority so far: every worker samples in proportion to the
@@ -94,11 +95,12 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     Parameters
     ----------
     config : TrainConfig
-        ``total_env_steps`` is split evenly across workers; ``buffer_size`` is the
-        shared buffer's capacity (split into K write segments); ``learning_starts``,
+        ``total_env_steps`` is split evenly across workers; the shared buffer's capacity is
+        ``max(buffer_size, K * n_envs)``, split into K write segments (each holds at least one
+        step of its worker's ``n_envs`` boards, :func:`shared_layout`); ``learning_starts``,
         epsilon and the target schedule count all workers together.
     workers : int
-        K processes (>= 1; ``buffer_size`` >= K). K = 1 runs in this process.
+        K processes (>= 1). K = 1 runs in this process.
     progress, callback
         As for :func:`dqnlab.train`.
     options : Options
@@ -125,7 +127,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     Raises
     ------
     ValueError
-        If ``buffer_size`` < ``workers``, or ``options.lock`` or ``config.prioritized`` on Windows.
+        If ``total_env_steps`` < ``workers``, or ``options.lock`` or ``config.prioritized`` on Windows.
     WorkerError
         If a worker fails; ``err.partial`` holds the episodes and model so far.
 
@@ -143,9 +145,6 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     scheme with K > 1 (the workers' updates interleave differently). The priority tree is
     in the block; each worker's replay counters are in its state.
     """
-    if config.buffer_size < workers:
-        raise ValueError(f"shared needs buffer_size >= workers (one replay segment each), "
-                         f"got {config.buffer_size} and {workers}")
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
     if options.lock and sys.platform == "win32":
@@ -193,13 +192,16 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     with plain SGD); ``optimizer_step``: one float32 step count per parameter tensor;
     ``updates_total``, ``target_syncs``: ``(1,)`` int64
     shared counters; ``env_steps``, ``updates``: ``(K,)`` int64, each worker writes its
-    own; replay arrays of capacity ``C = buffer_size`` as in :class:`~dqnlab.ReplayBuffer`
+    own; replay arrays of capacity ``C = max(buffer_size, K * n_envs)`` as in :class:`~dqnlab.ReplayBuffer`
     (:func:`dqnlab.replay.column_arrays`, ``steps`` among them) with ``seg_size``/``seg_pos``
     ``(K,)`` int64 per segment; with ``config.prioritized`` also ``priority_tree``, the
     ``(2 P,)`` float64 array of a :class:`~dqnlab.replay.SumTree` over the C slots (``P`` the
-    power of two >= C), and ``max_priority``, ``(1,)`` float64.
+    power of two >= C), and ``max_priority``, ``(1,)`` float64. Each worker writes its own segment of
+    ``C / K`` slots, and a step writes ``n_envs`` transitions at once: a segment smaller than that would
+    overwrite part of each step before any update sampled it (the n-tuple presets' replay is one step,
+    ``buffer_size == n_envs``), so C is at least ``K * n_envs``.
     """
-    c, k = config.buffer_size, workers
+    c, k = max(config.buffer_size, workers * config.n_envs), workers
     n_target = 0 if config.target_update == 1 else n_params
     n_state = n_params if config.optimizer in OPTIMIZER_STATE else 0
     return {
