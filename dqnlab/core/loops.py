@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .bitboard import advance_batch, afterstate, kernel, legal_batch, new_boards_into, pack
+from .bitboard import afterstate, inline, kernel, move_batch, new_boards_into, pack, spawn_batch
 from .clock import clock_buffer, now
 from .ntuple import afterstate_rows, features, gather, sgd_rows, tc_rows
 
@@ -92,23 +92,36 @@ class Hyper(NamedTuple):
 
 class Work(NamedTuple):
     """The scratch arrays of :func:`run_chunk` and :func:`learn_updates` (made once per learner by
-    :func:`workspace`, so that a step allocates nothing): for the ``N`` boards acted on, their
-    afterstates' weight rows ``(N, 4, P)`` int64, rewards ``(N, 4)`` float32 and legality ``(N, 4)`` bool,
-    the exploration draws ``(N,)`` bool and move scores ``(N, 4)`` float64; the same three for the ``B``
-    next boards of a minibatch, its slots, values, targets ``(B,)``, whether each next board is alive and
-    its move's own points; 16 bytes for a board, 4 values, and the clock's buffer.
+    :func:`workspace`, so that a step allocates nothing).
 
-    The *row cache*: an afterstate's weight rows are a function of the board alone, so a board's rows
-    computed once serve twice. ``acted`` ``(N, 16)`` uint8 is the board whose rows ``rows[i]`` hold
-    (``acted_ok[i]``); ``cache_*`` hold the rows, rewards and legality of board ``cache_board[i]``
-    (``cache_ok[i]``), filled by an update that computed them for a transition whose next board is board
-    ``i``'s current one, and read by the next act on board ``i``; ``slot_env`` ``(C,)`` int64 is the board a
-    replay slot was written from (-1: not by this learner). Every use compares the 16 bytes first, so
-    a cache entry is never stale: it only saves the work of recomputing the same rows."""
+    The *board cache*: an afterstate's weight rows are a function of the board alone, so each board's
+    four afterstates are computed once, when it becomes current (after its step's move and spawn, or as
+    a new game's first board), and serve every use: their legality is the board's legal moves, the act
+    reads their values, and an update whose transition leads to the board reads its bootstrap value
+    from them. ``cached`` ``(N, 16)`` uint8 is the board whose four afterstates' weight rows ``rows[i]``
+    ``(N, 4, P)`` int64, rewards ``(N, 4)`` float32 and legality ``(N, 4)`` bool hold (``cached_ok[i]``).
+    ``own_rows`` ``(N, P)`` int64 are the rows of the afterstate the last act played on board ``i``, from
+    board ``own_board[i]`` by move ``own_action[i]`` (-1: none), which an update of that transition trains.
+    ``slot_env`` ``(C,)`` int64 is the board a replay slot was written from (-1: not by this learner).
+    Every use compares the 16 bytes first, so a cache entry is never stale: it only saves the work of
+    recomputing the same rows.
+
+    Per update: for the ``B`` samples, their slots, values and targets ``(B,)``, whether each next board
+    is alive, its move's own points, ``src`` ``(B,)`` int64 (the cached board a sample's next board is, or
+    -1: its rows are in ``next_rows`` ``(B, 4, P)``, ``next_rewards`` and ``next_legal``), and the bootstrap
+    value of each cached board ``boot`` ``(N,)`` float32 once computed in this update (``boot_at`` ``(N,)``
+    int64: the update it was computed in). Per act: the exploration draws ``(N,)`` bool and move scores
+    ``(N, 4)`` float64. And 16 bytes for a board, 4 values, and the clock's buffer."""
 
     rows: np.ndarray
     rewards: np.ndarray
     legal: np.ndarray
+    cached: np.ndarray
+    cached_ok: np.ndarray
+    own_rows: np.ndarray
+    own_board: np.ndarray
+    own_action: np.ndarray
+    slot_env: np.ndarray
     explore: np.ndarray
     scores: np.ndarray
     next_rows: np.ndarray
@@ -119,18 +132,13 @@ class Work(NamedTuple):
     y: np.ndarray
     alive: np.ndarray
     own_points: np.ndarray
+    src: np.ndarray
+    boot: np.ndarray
+    boot_at: np.ndarray
     cells: np.ndarray
     q4: np.ndarray
     c4: np.ndarray
     clock: np.ndarray
-    acted: np.ndarray
-    acted_ok: np.ndarray
-    cache_rows: np.ndarray
-    cache_rewards: np.ndarray
-    cache_legal: np.ndarray
-    cache_board: np.ndarray
-    cache_ok: np.ndarray
-    slot_env: np.ndarray
 
 
 def workspace(n_envs: int, batch_size: int, placements: int, capacity: int) -> Work:
@@ -138,13 +146,22 @@ def workspace(n_envs: int, batch_size: int, placements: int, capacity: int) -> W
     rows a board and a replay of ``capacity`` slots (all segments)."""
     n, b, p = n_envs, batch_size, placements
     return Work(np.empty((n, 4, p), np.int64), np.empty((n, 4), np.float32), np.empty((n, 4), np.bool_),
+                np.zeros((n, 16), np.uint8), np.zeros(n, np.bool_),
+                np.empty((n, p), np.int64), np.zeros((n, 16), np.uint8), np.full(n, -1, np.int64),
+                np.full(capacity, -1, np.int64),
                 np.empty(n, np.bool_), np.empty((n, 4), np.float64),
                 np.empty((b, 4, p), np.int64), np.empty((b, 4), np.float32), np.empty((b, 4), np.bool_),
                 np.empty(b, np.int64), np.empty(b, np.float32), np.empty(b, np.float32), np.empty(b, np.bool_),
-                np.empty(b, np.int64), np.empty(16, np.uint8), np.empty(4, np.float32), np.empty(4, np.float32),
-                clock_buffer(), np.zeros((n, 16), np.uint8), np.zeros(n, np.bool_), np.empty((n, 4, p), np.int64),
-                np.empty((n, 4), np.float32), np.empty((n, 4), np.bool_), np.zeros((n, 16), np.uint8),
-                np.zeros(n, np.bool_), np.full(capacity, -1, np.int64))
+                np.empty(b, np.int64), np.empty(b, np.int64), np.empty(n, np.float32), np.full(n, -1, np.int64),
+                np.empty(16, np.uint8), np.empty(4, np.float32), np.empty(4, np.float32), clock_buffer())
+
+
+@inline
+def _copy(dst, src):
+    """``dst[:] = src`` for 1-d arrays, element by element (a slice assignment allocates a temporary
+    wherever numba cannot rule out that the two overlap: far slower for 16 bytes)."""
+    for k in range(src.shape[0]):
+        dst[k] = src[k]
 
 
 @kernel
@@ -175,12 +192,21 @@ def _reward(hp, points):
     return r
 
 
+@inline
+def _cache_board(board, i, layout, hp, work):
+    """Compute board ``i``'s four afterstates into the board cache (:class:`Work`); returns whether it has
+    a legal move."""
+    _copy(work.cached[i], board)
+    work.cached_ok[i] = True
+    return afterstate_rows(board, layout, hp.log_rewards, work.cells, work.rows[i], work.rewards[i], work.legal[i])
+
+
 @kernel
 def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
-    """``DQNAgent.act``: epsilon-greedy over the legal moves; greedy is the best ``r + V(afterstate)``
-    (the afterstates' weight rows of all boards first, then their values)."""
+    """``DQNAgent.act``: epsilon-greedy over the legal moves; greedy is the best ``r + V(afterstate)``, from
+    the board cache. Then the rows of each board's played afterstate, for the update of its transition."""
     n = boards.shape[0]
-    explore, scores, scratch = work.explore, work.scores, work.cells
+    explore, scores = work.explore, work.scores
     for i in range(n):
         explore[i] = rng.random() < epsilon
     for i in range(n):
@@ -189,17 +215,8 @@ def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
     online, layout = net[0], net[2]
     rows, rewards, legal = work.rows, work.rewards, work.legal
     for i in range(n):
-        work.acted_ok[i] = not explore[i]
-        if explore[i]:
-            continue
-        work.acted[i] = boards[i]
-        if work.cache_ok[i] and _same(work.cache_board[i], boards[i]):
-            rows[i] = work.cache_rows[i]
-            rewards[i] = work.cache_rewards[i]
-            legal[i] = work.cache_legal[i]
-        else:
-            afterstate_rows(boards[i], layout, hp.log_rewards, scratch, rows[i], rewards[i], legal[i])
-        work.cache_ok[i] = False
+        if not (work.cached_ok[i] and _same(work.cached[i], boards[i])):
+            _cache_board(boards[i], i, layout, hp, work)
     for i in range(n):
         if not explore[i]:
             for a in range(4):
@@ -210,6 +227,11 @@ def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
             if masks[i, a] and scores[i, a] > best:
                 best = scores[i, a]
                 actions[i] = a
+        a = actions[i]
+        _copy(work.own_board[i], boards[i])
+        work.own_action[i] = a if legal[i, a] else -1
+        if legal[i, a]:
+            _copy(work.own_rows[i], rows[i, a])
 
 
 @kernel
@@ -219,12 +241,12 @@ def _store(replay, me, ctr, board, action, reward, next_board, done, next_mask, 
     r_boards, r_actions, r_rewards, r_next, r_dones, r_masks, r_steps, lo, cap, pos, size = replay
     slot = lo[me] + pos[me]
     slot_env[slot] = env
-    r_boards[slot] = board
+    _copy(r_boards[slot], board)
     r_actions[slot] = action
     r_rewards[slot] = reward
-    r_next[slot] = next_board
+    _copy(r_next[slot], next_board)
     r_dones[slot] = done
-    r_masks[slot] = next_mask
+    _copy(r_masks[slot], next_mask)
     r_steps[slot] = steps
     pos[me] = (pos[me] + 1) % cap[me]
     size[me] = min(size[me] + 1, cap[me])
@@ -245,7 +267,7 @@ def _push(nstep, replay, ctr, hp, boards, actions, rewards, next_boards, dones, 
     n = hp.n_step
     slot = ctr[_NSTEP_T] % n
     for i in range(n_envs):
-        ring_b[slot, i] = boards[i]
+        _copy(ring_b[slot, i], boards[i])
         ring_a[slot, i] = actions[i]
         ring_r[slot, i] = rewards[i]
         pending[i] += 1
@@ -295,68 +317,76 @@ def _sample_slots(rng, lo, size, sizes, slots):
 
 
 @kernel
-def _minibatch_rows(replay, net, hp, rows, work, cells):
+def _minibatch_rows(replay, net, hp, rows, work):
     """The weight rows of the minibatch at ``work.slots``: ``rows[j]`` those of transition j's afterstate,
-    ``work.next_*[j]`` those, the rewards and the legality of its next board's four afterstates, and
-    ``work.alive[j]`` whether that board has a move and the transition did not end the game. Rows the
-    row cache holds (:class:`Work`) are copied, not recomputed; a next board that is one the next act
-    plays (``cells``) is cached for it."""
+    and for its next board the rows, rewards and legality of its four afterstates (``work.src[j]``: the
+    board of the board cache that holds them, or -1: computed into ``work.next_*[j]``), and
+    ``work.alive[j]``: whether that board has a move and the transition did not end the game. Rows the
+    caches hold (:class:`Work`) are read, not recomputed."""
     r_boards, r_actions, _, r_next, r_dones = replay[:5]
     layout = net[2]
-    scratch, next_rows, next_rewards, next_legal = work.cells, work.next_rows, work.next_rewards, work.next_legal
+    scratch = work.cells
     for j in range(work.slots.shape[0]):
         s = work.slots[j]
         board = r_boards[s]
         i = work.slot_env[s]
         a = r_actions[s]
-        if hp.n_step == 1 and i >= 0 and work.acted_ok[i] and _same(work.acted[i], board) and work.legal[i, a]:
-            rows[j] = work.rows[i, a]  # (own_points is read for n-step transitions only)
+        if hp.n_step == 1 and i >= 0 and work.own_action[i] == a and _same(work.own_board[i], board):
+            _copy(rows[j], work.own_rows[i])  # (own_points is read for n-step transitions only)
         else:
             b, big = pack(board)
             after, points, _ = afterstate(board, b, big, a, scratch)
             work.own_points[j] = points
             features(after, layout, rows[j])
         nb = r_next[s]
-        if i >= 0 and work.cache_ok[i] and _same(work.cache_board[i], nb):
-            next_rows[j] = work.cache_rows[i]
-            next_rewards[j] = work.cache_rewards[i]
-            next_legal[j] = work.cache_legal[i]
-            legal_any = next_legal[j, 0] or next_legal[j, 1] or next_legal[j, 2] or next_legal[j, 3]
+        if i >= 0 and work.cached_ok[i] and _same(work.cached[i], nb):
+            work.src[j] = i
+            legal = work.legal[i]
         else:
-            legal_any = afterstate_rows(nb, layout, hp.log_rewards, scratch, next_rows[j], next_rewards[j],
-                                        next_legal[j])
-            if 0 <= i < cells.shape[0] and _same(cells[i], nb):
-                work.cache_rows[i] = next_rows[j]
-                work.cache_rewards[i] = next_rewards[j]
-                work.cache_legal[i] = next_legal[j]
-                work.cache_board[i] = nb
-                work.cache_ok[i] = True
-        work.alive[j] = legal_any and not r_dones[s]
+            work.src[j] = -1
+            afterstate_rows(nb, layout, hp.log_rewards, scratch, work.next_rows[j], work.next_rewards[j],
+                            work.next_legal[j])
+            legal = work.next_legal[j]
+        work.alive[j] = (legal[0] or legal[1] or legal[2] or legal[3]) and not r_dones[s]
 
 
 @kernel
-def _td_targets(replay, net, hp, rows, work):
-    """``DQNAgent.td_targets`` on afterstates: ``work.q[j]`` = V(afterstate j) and ``work.y[j]`` =
-    ``gamma^k [alive] max_a' (r(s', a') + V_target(afterstate(s', a')))``, ``a'`` chosen by the online
-    V with Double DQN and a separate target; for an n-step transition of ``k`` steps plus its return
-    less the move's own reward (the afterstate already holds that reward)."""
-    r_rewards, r_steps = replay[2], replay[6]
+def _bootstrap(net, hp, rows, rewards, legal, q4, c4):
+    """``max_a' (r(s', a') + V_target(afterstate(s', a')))`` of one next board from its afterstates' rows
+    ``(4, P)``, rewards and legality, ``a'`` chosen by the online V with Double DQN and a separate target."""
     online, target = net[0], net[1]
-    q, y, q4, c4 = work.q, work.y, work.q4, work.c4
-    next_rows, next_rewards, next_legal = work.next_rows, work.next_rewards, work.next_legal
+    for a in range(4):
+        q4[a] = gather(target, rows[a]) + rewards[a] if legal[a] else -np.inf
+    if hp.double_dqn and hp.separate_target:
+        for a in range(4):
+            c4[a] = gather(online, rows[a]) + rewards[a] if legal[a] else -np.inf
+        return q4[_argmax_legal(c4)]
+    return q4[_argmax_legal(q4)]
+
+
+@kernel
+def _td_targets(replay, net, hp, rows, work, update):
+    """``DQNAgent.td_targets`` on afterstates: ``work.q[j]`` = V(afterstate j) and ``work.y[j]`` =
+    ``gamma^k [alive] max_a' (r(s', a') + V_target(afterstate(s', a')))`` (:func:`_bootstrap`; a cached
+    next board's once per ``update``, however many samples lead to it); for an n-step transition of ``k``
+    steps plus its return less the move's own reward (the afterstate already holds that reward)."""
+    r_rewards, r_steps = replay[2], replay[6]
+    online = net[0]
+    q, y = work.q, work.y
     for j in range(q.shape[0]):
         s = work.slots[j]
         q[j] = gather(online, rows[j])
         t = np.float32(0.0)
         if work.alive[j]:
-            for a in range(4):
-                q4[a] = gather(target, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
-            if hp.double_dqn and hp.separate_target:
-                for a in range(4):
-                    c4[a] = gather(online, next_rows[j, a]) + next_rewards[j, a] if next_legal[j, a] else -np.inf
-                t = q4[_argmax_legal(c4)]
+            i = work.src[j]
+            if i < 0:
+                t = _bootstrap(net, hp, work.next_rows[j], work.next_rewards[j], work.next_legal[j], work.q4, work.c4)
+            elif work.boot_at[i] == update:
+                t = work.boot[i]
             else:
-                t = q4[_argmax_legal(q4)]
+                t = _bootstrap(net, hp, work.rows[i], work.rewards[i], work.legal[i], work.q4, work.c4)
+                work.boot[i] = t
+                work.boot_at[i] = update
         if hp.n_step > 1:  # return less the move's own reward, discounted bootstrap from k steps on
             t = t * np.float32(hp.gamma) ** np.float32(r_steps[s]) + (r_rewards[s] - _reward(hp, work.own_points[j]))
         else:
@@ -392,20 +422,20 @@ def _loss_slopes(q, y, hp, slopes):
 
 
 @kernel
-def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, cells):
+def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work):
     """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
     ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
     segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
-    gradient (for its norm); ``work``: the learner's :class:`Work`; ``cells`` ``(N, 16)`` uint8: the
-    boards the next act will play (the row cache's; ``(0, 16)``: none). Returns :data:`OK`, or
+    gradient (for its norm); ``work``: the learner's :class:`Work`. Returns :data:`OK`, or
     :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied; the updates
     before it stay)."""
     online, target = net[0], net[1]
     sizes = np.empty(replay[10].shape[0], np.int64)
-    for _ in range(updates):
+    work.boot_at[:] = -1
+    for u in range(updates):
         _sample_slots(rng, replay[7], replay[10], sizes, work.slots)
-        _minibatch_rows(replay, net, hp, rows, work, cells)  # the weight rows of every afterstate first ...
-        _td_targets(replay, net, hp, rows, work)  # ... then their values
+        _minibatch_rows(replay, net, hp, rows, work)  # the weight rows of every afterstate first ...
+        _td_targets(replay, net, hp, rows, work, u)  # ... then their values
         loss, finite = _loss_slopes(work.q, work.y, hp, slopes)
         times[_LAST_LOSS] = loss
         if not finite:
@@ -445,11 +475,11 @@ def _outcomes(hp, points, changed, legal, scores, moves, rewards, terminated, do
 
 
 @kernel
-def _end_games(done, nxt, scores, moves, masks, records, ctr, wall, epsilon, loss, rng, fresh, fresh_legal):
+def _end_games(done, nxt, scores, moves, records, ctr, wall, epsilon, loss, rng, fresh, layout, hp, work):
     """``VecGame2048``'s autoreset: for every board whose game ended (``done`` ``(N,)`` bool), its episode
     record (:data:`RECORD_COLUMNS`, at ``wall`` seconds, ``epsilon`` and ``loss``) at ``ctr['records']``,
-    a new board from ``rng`` in ``nxt`` with its legal moves in ``masks``, and its score and moves zeroed.
-    ``fresh`` ``(N, 16)`` uint8 and ``fresh_legal`` ``(N, 4)`` bool are scratch."""
+    a new board from ``rng`` in ``nxt``, in the board cache (:class:`Work`), and its score and moves zeroed.
+    ``fresh`` ``(N, 16)`` uint8 is scratch."""
     k = 0
     for i in range(done.shape[0]):
         if done[i]:
@@ -470,16 +500,11 @@ def _end_games(done, nxt, scores, moves, masks, records, ctr, wall, epsilon, los
             rec[5] = epsilon
             rec[6] = loss
             ctr[_RECORDS] += 1
-            nxt[i] = fresh[k]
+            _copy(nxt[i], fresh[k])
+            _cache_board(nxt[i], i, layout, hp, work)
             k += 1
             scores[i] = 0
             moves[i] = 0
-    legal_batch(fresh[:k], fresh_legal[:k])
-    k = 0
-    for i in range(done.shape[0]):
-        if done[i]:
-            masks[i] = fresh_legal[k]
-            k += 1
 
 
 @kernel
@@ -495,17 +520,17 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
     cells, scores, moves, masks = env
     n = cells.shape[0]
     me = ctr[_ME]
+    layout = net[2]
     actions = np.empty(n, np.uint8)
     nxt = np.empty((n, 16), np.uint8)
     points = np.empty(n, np.int64)
     changed = np.empty(n, np.bool_)
-    legal = np.empty((n, 4), np.bool_)
     rewards = np.empty(n, np.float32)
     terminated = np.empty(n, np.bool_)
     done = np.empty(n, np.bool_)
     fresh = np.empty((n, 16), np.uint8)
-    fresh_legal = np.empty((n, 4), np.bool_)
     before = np.empty((n, 16), np.uint8)
+    legal = work.legal  # (the board cache's: the legal moves of every board it holds)
     for step in range(act_steps):
         t0 = now(work.clock)
         if t0 >= deadline:
@@ -518,22 +543,23 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
                 others += steps_of_all[k]
         epsilon = _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0])
         _choose(cells, masks, agent_rng, epsilon, net, hp, actions, work)
-        # VecGame2048.step
-        advance_batch(cells, actions, env_rng, nxt, points, changed, legal)
+        # VecGame2048.step: the move, the spawn, and each new board into the board cache (its legal moves)
+        move_batch(cells, actions, nxt, points, changed)
+        spawn_batch(nxt, env_rng, changed)
+        for i in range(n):
+            _cache_board(nxt[i], i, layout, hp, work)
         finished = _outcomes(hp, points, changed, legal, scores, moves, rewards, terminated, done)
         before[:] = cells
         _push(nstep, replay, ctr, hp, before, actions, rewards, nxt, terminated, legal, done, work.slot_env)
         ctr[_ENV_STEPS] += n
         steps_of_all[me] = ctr[_ENV_STEPS]
         if finished:
-            _end_games(done, nxt, scores, moves, masks, records, ctr, now(work.clock),
+            _end_games(done, nxt, scores, moves, records, ctr, now(work.clock),
                        _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0]), times[_LAST_LOSS], env_rng, fresh,
-                       fresh_legal)
+                       layout, hp, work)
             if hp.target_update == 0:  # sync at the end of every episode
                 net[1][:] = net[0]
-        for i in range(n):
-            if not done[i]:
-                masks[i] = legal[i]
+        masks[:] = legal
         cells[:] = nxt
         total = 0
         for k in range(replay[10].shape[0]):
@@ -545,7 +571,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
         if learn:
             owed = int(times[_CREDIT])
             if owed > 0:
-                status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work, cells)
+                status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work)
                 if status != OK:
                     return status, step + 1
                 times[_CREDIT] -= owed

@@ -146,8 +146,7 @@ class NativeLoop:
         """
         replay, segments = self._begin()
         status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
-                                     self.totals, self.times, self.rows, self.slopes, self.work,
-                                     self.learner.env.boards.reshape(-1, 16))
+                                     self.totals, self.times, self.rows, self.slopes, self.work)
         self._end(segments, status)
 
     def _begin(self) -> tuple[tuple, tuple]:

@@ -123,24 +123,28 @@ def test_native_steps_equal_the_python_loop(overrides):
     assert_same_state(a, b)
 
 
-def test_the_row_cache_holds_the_rows_of_the_boards_the_next_act_plays():
-    """An update that computed the afterstate rows of a board the next act plays leaves them for it, and
-    they are that board's rows (the act takes them: the loops stay equal above, with a replay of one step)."""
+def test_the_board_cache_holds_the_rows_of_every_board_the_next_act_plays():
+    """Each board's four afterstates are computed once, as it becomes current, and serve the act and the
+    updates: the cache holds every board's rows, and with a replay of the last step alone an update reads
+    each live sample's next board from it (the loops stay equal above, so what it holds is what is used)."""
     a, _ = pair(config(seed=3, buffer_size=N_ENVS, batch_size=N_ENVS))
     a.advance(N_ENVS * 60)  # past learning_starts
     work = a.native.work
-    cached = np.flatnonzero(work.cache_ok)
-    assert len(cached) > N_ENVS // 4  # about 1 - 1/e of the boards are sampled by a step's update
+    assert work.cached_ok.all()
     layout = a.agent.online.placements
-    rows, rewards, legal = (np.empty_like(work.cache_rows[0]), np.empty_like(work.cache_rewards[0]),
-                            np.empty_like(work.cache_legal[0]))
-    for i in cached:
-        board = a.env.boards.reshape(N_ENVS, 16)[i]
-        np.testing.assert_array_equal(work.cache_board[i], board)
+    rows, rewards, legal = np.empty_like(work.rows[0]), np.empty_like(work.rewards[0]), np.empty_like(work.legal[0])
+    for i, board in enumerate(a.env.boards.reshape(N_ENVS, 16)):
+        np.testing.assert_array_equal(work.cached[i], board)
         afterstate_rows(board, layout, False, np.empty(16, np.uint8), rows, rewards, legal)
-        np.testing.assert_array_equal(work.cache_legal[i], legal)
-        np.testing.assert_array_equal(work.cache_rows[i][legal], rows[legal])
-        np.testing.assert_array_equal(work.cache_rewards[i][legal], rewards[legal])
+        np.testing.assert_array_equal(work.legal[i], legal)
+        np.testing.assert_array_equal(a.masks[i], legal)
+        np.testing.assert_array_equal(work.rows[i][legal], rows[legal])
+        np.testing.assert_array_equal(work.rewards[i][legal], rewards[legal])
+    # the last update: its samples' next boards are this step's boards, read from the cache
+    live = work.alive & ~a.buffer.arrays["dones"][work.slots]
+    assert live.sum() > N_ENVS // 2
+    np.testing.assert_array_equal(work.cached[work.src[live]], a.buffer.arrays["next_boards"].reshape(-1, 16)[
+        work.slots[live]])
 
 
 def test_native_games_finish():
