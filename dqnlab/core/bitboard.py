@@ -140,12 +140,9 @@ def transpose(x: np.uint64) -> np.uint64:
 
 
 @inline
-def move_bits(b: np.uint64, action: int) -> tuple[np.uint64, int, bool]:
-    """Move a bitboard: ``(new bitboard, points, wrap)``; ``wrap``: two 15s merged, so the result
-    is not exact (take :func:`move_exact`). Actions 0 up, 1 right, 2 down, 3 left."""
-    vertical = (action & 1) == 0
-    d = 1 if action == 1 or action == 2 else 0
-    x = transpose(b) if vertical else b
+def _slide(x: np.uint64, d: int) -> tuple[np.uint64, int, bool]:
+    """The four 16-bit rows of ``x`` slid through the line tables, toward index 0 (``d = 0``) or 3
+    (``d = 1``): ``(new bitboard, points, wrap)``."""
     out = np.uint64(0)
     points = 0
     wrap = False
@@ -155,9 +152,17 @@ def move_bits(b: np.uint64, action: int) -> tuple[np.uint64, int, bool]:
         out |= np.uint64(LINE[d, key]) << shift
         points += SCORE[d, key]
         wrap |= WRAP[d, key]
-    if vertical:
-        out = transpose(out)
     return out, points, wrap
+
+
+@inline
+def move_bits(b: np.uint64, action: int) -> tuple[np.uint64, int, bool]:
+    """Move a bitboard: ``(new bitboard, points, wrap)``; ``wrap``: two 15s merged, so the result
+    is not exact (take :func:`move_exact`). Actions 0 up, 1 right, 2 down, 3 left."""
+    if (action & 1) == 0:  # vertical: the columns are the rows of the transpose
+        out, points, wrap = _slide(transpose(b), 1 if action == 2 else 0)
+        return transpose(out), points, wrap
+    return _slide(b, 1 if action == 1 else 0)
 
 
 @kernel
@@ -199,13 +204,18 @@ def move_cells(cells: np.ndarray, action: int, out: np.ndarray) -> tuple[int, bo
 
 
 @kernel
-def afterstate(cells: np.ndarray, b: np.uint64, big: bool, action: int,
+def afterstate(cells: np.ndarray, b: np.uint64, t: np.uint64, big: bool, action: int,
                scratch: np.ndarray) -> tuple[np.uint64, int, bool]:
     """The afterstate of a move as a bitboard (exponents above 15 read as 15: an n-tuple network's
-    view), its points, and whether the move changes the board. ``b, big = pack(cells)``; ``scratch``:
-    16 bytes of workspace for the exact path."""
+    view), its points, and whether the move changes the board. ``b, big = pack(cells)`` and ``t =
+    transpose(b)`` (taken once for a board's four moves: the vertical moves slide its rows);
+    ``scratch``: 16 bytes of workspace for the exact path."""
     if not big:
-        nb, points, wrap = move_bits(b, action)
+        if (action & 1) == 0:
+            x, points, wrap = _slide(t, 1 if action == 2 else 0)
+            nb = transpose(x)
+        else:
+            nb, points, wrap = _slide(b, 1 if action == 1 else 0)
         if not wrap:
             return nb, points, nb != b
     points = move_exact(cells, action, scratch)
@@ -263,8 +273,9 @@ def legal_batch(cells: np.ndarray, legal: np.ndarray) -> None:
     scratch = np.zeros(16, np.uint8)
     for n in range(cells.shape[0]):
         b, big = pack(cells[n])
+        t = transpose(b)
         for a in range(4):
-            legal[n, a] = afterstate(cells[n], b, big, a, scratch)[2]
+            legal[n, a] = afterstate(cells[n], b, t, big, a, scratch)[2]
 
 
 @kernel

@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .bitboard import afterstate, inline, kernel, move_batch, new_boards_into, pack, spawn_batch
+from .bitboard import afterstate, inline, kernel, move_batch, new_boards_into, pack, spawn_batch, transpose
 from .clock import clock_buffer, now
 from .ntuple import afterstate_rows, features, gather, sgd_rows, tc_rows
 
@@ -335,7 +335,7 @@ def _minibatch_rows(replay, net, hp, rows, work):
             _copy(rows[j], work.own_rows[i])  # (own_points is read for n-step transitions only)
         else:
             b, big = pack(board)
-            after, points, _ = afterstate(board, b, big, a, scratch)
+            after, points, _ = afterstate(board, b, transpose(b), big, a, scratch)
             work.own_points[j] = points
             features(after, layout, rows[j])
         nb = r_next[s]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bitboard import afterstate, inline, kernel, pack, symmetry
+from .bitboard import afterstate, inline, kernel, pack, symmetry, transpose
 
 __all__ = ["layout", "placements", "stage", "features", "value", "values", "feature_batch", "gather", "gather_batch",
            "afterstate_rows", "afterstate_values", "sgd_rows", "tc_rows", "tc_entries", "sparse_grad_norm"]
@@ -192,9 +192,10 @@ def afterstate_rows(cells16: np.ndarray, layout: tuple, log_rewards: bool, scrat
     first and read the weights after (:func:`gather`), so that the table lookups, independent of each
     other, overlap in the memory system instead of waiting one for another."""
     b, big = pack(cells16)
+    t = transpose(b)
     any_legal = False
     for a in range(4):
-        nb, points, changed = afterstate(cells16, b, big, a, scratch)
+        nb, points, changed = afterstate(cells16, b, t, big, a, scratch)
         legal[a] = changed
         if changed:
             r = np.float32(points)

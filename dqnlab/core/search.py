@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bitboard import P_FOUR, afterstate, inline, kernel, move_bits, move_exact, pack, unpack
+from .bitboard import P_FOUR, afterstate, inline, kernel, move_bits, move_exact, pack, transpose, unpack
 from .ntuple import features, gather
 
 __all__ = ["transposition_table", "expectimax"]
@@ -137,10 +137,11 @@ def expectimax(boards, depth, weights, layout, log_rewards, gamma, table, genera
     scratch = np.empty(16, np.uint8)
     for n in range(boards.shape[0]):
         b, big = pack(boards[n])
+        t = transpose(b)
         actions[n] = 0
         best = -np.inf
         for a in range(4):
-            after, points, changed = afterstate(boards[n], b, big, a, scratch)
+            after, points, changed = afterstate(boards[n], b, t, big, a, scratch)
             if not changed:
                 q[n, a] = -np.inf
                 continue
