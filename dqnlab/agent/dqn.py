@@ -250,7 +250,8 @@ class DQNAgent:
             out.append(q)
         return out + [legal]
 
-    def act(self, boards: np.ndarray, masks: np.ndarray, epsilon: float) -> np.ndarray:
+    def act(self, boards: np.ndarray, masks: np.ndarray, epsilon: float,
+            values: np.ndarray | None = None) -> np.ndarray:
         """Epsilon-greedy actions for a batch of boards.
 
         Parameters
@@ -261,6 +262,10 @@ class DQNAgent:
             legal action (game over) gets action 0.
         epsilon : float
             Probability of a uniformly random (legal) action, per board.
+        values : (N, 4) float32, optional
+            The boards' :meth:`q_values` as evaluated earlier (a learner evaluates each board once, as it
+            becomes current: :meth:`dqnlab.runtime.learner.Learner.act_step`); default: evaluated now, for
+            the greedy boards alone. The random draws are the same either way.
 
         Returns
         -------
@@ -273,7 +278,7 @@ class DQNAgent:
         scores = self.rng.random((n, 4))  # random legal choice for exploring boards
         if not explore.all():
             greedy = ~explore
-            scores[greedy] = self.q_values(boards[greedy])
+            scores[greedy] = self.q_values(boards[greedy]) if values is None else values[greedy]
         return np.where(masks, scores, -np.inf).argmax(axis=1)
 
     # ---------------------------------------------------------------- learning

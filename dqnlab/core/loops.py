@@ -19,7 +19,9 @@ and the NumPy Generators' states (so checkpoints see the state as it is after th
 
 Groups of arguments (plain tuples, in this order):
 
-* ``env`` = ``(boards (N, 16) uint8, scores (N,) int64, moves (N,) int64, masks (N, 4) bool)``;
+* ``env`` = ``(boards (N, 16) uint8, scores (N,) int64, moves (N,) int64, masks (N, 4) bool, values (N, 4)
+  float32)``: ``values`` the boards' ``r + V(afterstate)`` (``-inf`` for an illegal move), evaluated as each
+  board became current (``Learner.values``);
 * ``replay`` = ``(boards (C, 16) uint8, actions (C,) uint8, rewards (C,) float32, next_boards (C, 16)
   uint8, dones (C,) bool, next_masks (C, 4) bool, steps (C,) uint8, seg_lo (K,), seg_cap (K,),
   seg_pos (K,), seg_size (K,) int64)``: K segments, this learner writing segment ``me`` and sampling
@@ -201,10 +203,26 @@ def _cache_board(board, i, layout, hp, work):
     return afterstate_rows(board, layout, hp.log_rewards, work.cells, work.rows[i], work.rewards[i], work.legal[i])
 
 
+@inline
+def _evaluate(board, i, net, hp, work, values):
+    """``Learner.act_step``'s evaluation of a board as it becomes current: board ``i`` into the board cache,
+    and ``values[i]`` its four ``r + V(afterstate)`` (``-inf`` for an illegal move) with the weights now."""
+    _cache_board(board, i, net[2], hp, work)
+    _values(i, net[0], work, values)
+
+
+@inline
+def _values(i, weights, work, values):
+    """``values[i]``: the four ``r + V(afterstate)`` of the board the board cache holds at ``i``."""
+    for a in range(4):
+        values[i, a] = gather(weights, work.rows[i, a]) + work.rewards[i, a] if work.legal[i, a] else -np.inf
+
+
 @kernel
-def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
-    """``DQNAgent.act``: epsilon-greedy over the legal moves; greedy is the best ``r + V(afterstate)``, from
-    the board cache. Then the rows of each board's played afterstate, for the update of its transition."""
+def _choose(boards, masks, values, rng, epsilon, hp, layout, actions, work):
+    """``DQNAgent.act`` on the boards' ``values``: epsilon-greedy over the legal moves, greedy the best
+    ``r + V(afterstate)``. Then the rows of each board's played afterstate, for the update of its
+    transition (a board the board cache does not hold, as at a chunk's start, is computed first)."""
     n = boards.shape[0]
     explore, scores = work.explore, work.scores
     for i in range(n):
@@ -212,15 +230,14 @@ def _choose(boards, masks, rng, epsilon, net, hp, actions, work):
     for i in range(n):
         for a in range(4):
             scores[i, a] = rng.random()
-    online, layout = net[0], net[2]
-    rows, rewards, legal = work.rows, work.rewards, work.legal
+    rows, legal = work.rows, work.legal
     for i in range(n):
         if not (work.cached_ok[i] and _same(work.cached[i], boards[i])):
             _cache_board(boards[i], i, layout, hp, work)
     for i in range(n):
         if not explore[i]:
             for a in range(4):
-                scores[i, a] = gather(online, rows[i, a]) + rewards[i, a] if legal[i, a] else -np.inf
+                scores[i, a] = values[i, a]
         best = -np.inf
         actions[i] = 0
         for a in range(4):
@@ -365,11 +382,13 @@ def _bootstrap(net, hp, rows, rewards, legal, q4, c4):
 
 
 @kernel
-def _td_targets(replay, net, hp, rows, work, update):
+def _td_targets(replay, net, hp, rows, work, update, values):
     """``DQNAgent.td_targets`` on afterstates: ``work.q[j]`` = V(afterstate j) and ``work.y[j]`` =
     ``gamma^k [alive] max_a' (r(s', a') + V_target(afterstate(s', a')))`` (:func:`_bootstrap`; a cached
-    next board's once per ``update``, however many samples lead to it); for an n-step transition of ``k``
-    steps plus its return less the move's own reward (the afterstate already holds that reward)."""
+    next board's once per ``update``, however many samples lead to it, or its ``values`` when they hold
+    it: ``values`` ``(N, 4)`` float32, the boards' evaluation with the weights as they are now and a
+    target that is the online network, else ``(0, 4)``); for an n-step transition of ``k`` steps plus its
+    return less the move's own reward (the afterstate already holds that reward)."""
     r_rewards, r_steps = replay[2], replay[6]
     online = net[0]
     q, y = work.q, work.y
@@ -383,6 +402,8 @@ def _td_targets(replay, net, hp, rows, work, update):
                 t = _bootstrap(net, hp, work.next_rows[j], work.next_rewards[j], work.next_legal[j], work.q4, work.c4)
             elif work.boot_at[i] == update:
                 t = work.boot[i]
+            elif values.shape[0] > 0:
+                t = max(max(values[i, 0], values[i, 1]), max(values[i, 2], values[i, 3]))
             else:
                 t = _bootstrap(net, hp, work.rows[i], work.rewards[i], work.legal[i], work.q4, work.c4)
                 work.boot[i] = t
@@ -422,11 +443,13 @@ def _loss_slopes(q, y, hp, slopes):
 
 
 @kernel
-def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work):
+def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, values):
     """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
     ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
     segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
-    gradient (for its norm); ``work``: the learner's :class:`Work`. Returns :data:`OK`, or
+    gradient (for its norm); ``work``: the learner's :class:`Work`; ``values`` ``(N, 4)`` float32: the
+    boards' evaluation with the weights as they are at the call, which the first update's targets read
+    (``(0, 4)``: not known to be). Returns :data:`OK`, or
     :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied; the updates
     before it stay)."""
     online, target = net[0], net[1]
@@ -435,7 +458,7 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
     for u in range(updates):
         _sample_slots(rng, replay[7], replay[10], sizes, work.slots)
         _minibatch_rows(replay, net, hp, rows, work)  # the weight rows of every afterstate first ...
-        _td_targets(replay, net, hp, rows, work, u)  # ... then their values
+        _td_targets(replay, net, hp, rows, work, u, values if u == 0 and not hp.separate_target else values[:0])
         loss, finite = _loss_slopes(work.q, work.y, hp, slopes)
         times[_LAST_LOSS] = loss
         if not finite:
@@ -475,10 +498,10 @@ def _outcomes(hp, points, changed, legal, scores, moves, rewards, terminated, do
 
 
 @kernel
-def _end_games(done, nxt, scores, moves, records, ctr, wall, epsilon, loss, rng, fresh, layout, hp, work):
+def _end_games(done, nxt, scores, moves, records, ctr, wall, epsilon, loss, rng, fresh, net, hp, work, values):
     """``VecGame2048``'s autoreset: for every board whose game ended (``done`` ``(N,)`` bool), its episode
     record (:data:`RECORD_COLUMNS`, at ``wall`` seconds, ``epsilon`` and ``loss``) at ``ctr['records']``,
-    a new board from ``rng`` in ``nxt``, in the board cache (:class:`Work`), and its score and moves zeroed.
+    a new board from ``rng`` in ``nxt``, evaluated (:func:`_evaluate`), and its score and moves zeroed.
     ``fresh`` ``(N, 16)`` uint8 is scratch."""
     k = 0
     for i in range(done.shape[0]):
@@ -501,7 +524,7 @@ def _end_games(done, nxt, scores, moves, records, ctr, wall, epsilon, loss, rng,
             rec[6] = loss
             ctr[_RECORDS] += 1
             _copy(nxt[i], fresh[k])
-            _cache_board(nxt[i], i, layout, hp, work)
+            _evaluate(nxt[i], i, net, hp, work, values)
             k += 1
             scores[i] = 0
             moves[i] = 0
@@ -517,7 +540,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
     (a sync round of ``independent``), or at a non-finite loss. ``steps_of_all`` ``(K,)`` int64: every learner's
     env steps, entry ``me`` written after each step (``shared``; epsilon and ``learning_starts`` count
     them all). Returns ``(status, act steps done)``."""
-    cells, scores, moves, masks = env
+    cells, scores, moves, masks, values = env
     n = cells.shape[0]
     me = ctr[_ME]
     layout = net[2]
@@ -542,12 +565,14 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
             if k != me:
                 others += steps_of_all[k]
         epsilon = _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0])
-        _choose(cells, masks, agent_rng, epsilon, net, hp, actions, work)
-        # VecGame2048.step: the move, the spawn, and each new board into the board cache (its legal moves)
+        _choose(cells, masks, values, agent_rng, epsilon, hp, layout, actions, work)
+        # VecGame2048.step: the move, the spawn, and each new board evaluated (its legal moves, its values)
         move_batch(cells, actions, nxt, points, changed)
         spawn_batch(nxt, env_rng, changed)
-        for i in range(n):
+        for i in range(n):  # (the rows of every board first, then their values: the lookups overlap)
             _cache_board(nxt[i], i, layout, hp, work)
+        for i in range(n):
+            _values(i, net[0], work, values)
         finished = _outcomes(hp, points, changed, legal, scores, moves, rewards, terminated, done)
         before[:] = cells
         _push(nstep, replay, ctr, hp, before, actions, rewards, nxt, terminated, legal, done, work.slot_env)
@@ -556,7 +581,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
         if finished:
             _end_games(done, nxt, scores, moves, records, ctr, now(work.clock),
                        _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0]), times[_LAST_LOSS], env_rng, fresh,
-                       layout, hp, work)
+                       net, hp, work, values)
             if hp.target_update == 0:  # sync at the end of every episode
                 net[1][:] = net[0]
         masks[:] = legal
@@ -571,7 +596,8 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
         if learn:
             owed = int(times[_CREDIT])
             if owed > 0:
-                status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work)
+                status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work,
+                                       values)
                 if status != OK:
                     return status, step + 1
                 times[_CREDIT] -= owed

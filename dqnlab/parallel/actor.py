@@ -165,6 +165,7 @@ class Actor:
             self.agent.set_weights(weights, target=self.own_target)
             self.boards = self.env.reset()  # as the serial learner does (the constructor's boards are not used)
             self.masks = legal_actions_batch(self.boards)
+            self.values = self.agent.q_values(self.boards)  # (as a learner acts: on each board's evaluation)
         else:
             self._resume(resume, weights, paused)
         self.last_flush = time.perf_counter()
@@ -221,13 +222,14 @@ class Actor:
             return self._act_on_core()
         t0 = time.perf_counter()
         boards = self.boards
-        actions = self.agent.act(boards, self.masks, self.epsilon_now())
+        actions = self.agent.act(boards, self.masks, self.epsilon_now(), values=self.values)
         out = self.env.step(actions)
         n = len(actions)
         ended = out.terminated | out.truncated
         self.chunk.append(self.nstep.push(boards, actions, transform_rewards(self.config, out.rewards),
                                           out.next_boards, out.terminated, next_board_masks(out, ended), ended))
         self.boards, self.masks = out.boards, out.action_masks
+        self.values = self.agent.q_values(self.boards)
         self.env_steps += n
         done = np.flatnonzero(ended)
         if len(done):
@@ -250,7 +252,7 @@ class Actor:
         if s.budget is not None:
             steps = min(steps, -(-(s.budget - self.env_steps) // n_envs))
         buf, before = core.buffer, core.buffer.added
-        core.env_steps, core.masks = self.env_steps, self.masks
+        core.env_steps, core.masks, core.values = self.env_steps, self.masks, self.values
         n = core.native.run(steps, time.perf_counter() + ORDERS_S, learn=False)
         new = buf.added - before
         index = (buf.pos - new + np.arange(new)) % buf.capacity
@@ -260,7 +262,7 @@ class Actor:
             self.episodes += 1
         self.finished_in_chunk += len(core.episodes)
         core.episodes.clear()
-        self.boards, self.masks = core.boards, core.masks
+        self.boards, self.masks, self.values = core.boards, core.masks, core.values
         self.env_steps += n
         self.timing["acting"] += time.perf_counter() - t0
         return n
@@ -360,7 +362,7 @@ class Actor:
         return {"worker": self.settings.worker, "env": self.env.state_dict(), "nstep": self.nstep.state_dict(),
                 "rng": self.agent.rng.bit_generator.state,
                 "weights": self.agent.get_weights() if self.settings.lockstep else None,
-                "boards": self.boards.copy(), "masks": self.masks.copy(),
+                "boards": self.boards.copy(), "masks": self.masks.copy(), "values": self.values.copy(),
                 "st": {"version": self.version, "paused": self.paused, "env_steps": self.env_steps,
                        "episodes": self.episodes, "loads": self.loads, "waits": self.waits},
                 "timing": dict(self.timing), "awaiting": self.awaiting}
@@ -375,6 +377,9 @@ class Actor:
         if "nstep" in state:  # (an actor state from before n-step returns has none: nothing pending)
             self.nstep.load_state_dict(state["nstep"])
         self.boards, self.masks = np.array(state["boards"], np.uint8), np.array(state["masks"], bool)
+        # (an actor state from before the boards' values were kept: evaluated with the weights it resumes with)
+        self.values = (np.array(state["values"], np.float32) if "values" in state
+                       else self.agent.q_values(self.boards))
         if self.core is not None:
             self.core.boards, self.core.masks = self.boards, self.masks
         st = state["st"]

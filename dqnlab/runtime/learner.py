@@ -109,6 +109,9 @@ class Learner:
     ----------
     env_steps : int
         Env steps taken (``n_envs`` per :meth:`act_step`).
+    values : (n_envs, 4) float32
+        The current boards' :meth:`DQNAgent.q_values <dqnlab.DQNAgent.q_values>`, evaluated as each board became
+        current (see :meth:`act_step`); the next act chooses from them.
     episodes : list of dict
         One row per finished game (see :data:`dqnlab.runtime.results.EPISODE_COLUMNS`).
     timing : dict
@@ -137,6 +140,7 @@ class Learner:
         self.agent = DQNAgent(config, seed=agent_seed, device=device)
         self.boards = self.env.reset()
         self.masks = legal_actions_batch(self.boards)
+        self.values = self.agent.q_values(self.boards)
         self.env_steps = 0
         self.episodes: list[dict[str, Any]] = []
         self.timing = {"acting": 0.0, "learning": 0.0}
@@ -161,19 +165,25 @@ class Learner:
         return self.agent.updates
 
     def act_step(self) -> int:
-        """Act on every board once, store the transitions, log finished games.
+        """Act on every board once, store the transitions, log finished games, and evaluate the new boards.
+
+        A board is evaluated once, as it becomes current (:attr:`values`, with the weights before the
+        updates of the step that made it), and that evaluation serves both its act and the TD targets of
+        the transitions that lead to it: the order of the n-tuple field's online TD learners (Szubert and
+        Jaskowski 2014), whose act on a board and update of the afterstate before it read the same values.
 
         Returns the number of env steps taken (``n_envs``).
         """
         if self.native is not None:
             return self.native.run(1, learn=False)
         t0 = time.perf_counter()
-        actions = self.agent.act(self.boards, self.masks, self.epsilon)
+        actions = self.agent.act(self.boards, self.masks, self.epsilon, values=self.values)
         out = self.env.step(actions)
         done = out.terminated | out.truncated
         self.buffer.add_batch(**self.nstep.push(self.boards, actions, transform_rewards(self.config, out.rewards),
                                                 out.next_boards, out.terminated, next_board_masks(out, done), done))
         self.boards, self.masks = out.boards, out.action_masks
+        self.values = self.agent.q_values(self.boards)
         n = len(actions)
         self.env_steps += n
         finished = np.flatnonzero(done)
@@ -277,7 +287,7 @@ class Learner:
         agent = self._agent_state() if copy_agent else self.agent.state_dict()
         return {"worker": self.worker, "agent": agent, "buffer": self.buffer.state_dict(),
                 "env": self.env.state_dict(), "nstep": self.nstep.state_dict(), "boards": self.boards.copy(),
-                "masks": self.masks.copy(),
+                "masks": self.masks.copy(), "values": self.values.copy(),
                 "env_steps": self.env_steps, "episodes": [dict(r) for r in self.episodes],
                 "timing": dict(self.timing), "last_loss": self.last_loss, "credit": self._credit}
 
@@ -298,6 +308,9 @@ class Learner:
             self.nstep.load_state_dict(state["nstep"])
         self.boards = np.array(state["boards"], np.uint8)
         self.masks = np.array(state["masks"], bool)
+        # (a checkpoint from before the boards' values were kept: evaluated with the loaded weights)
+        self.values = (np.array(state["values"], np.float32) if "values" in state
+                       else self.agent.q_values(self.boards))
         self.env_steps = int(state["env_steps"])
         self.episodes = [dict(r) for r in state["episodes"]]
         self.timing = {k: float(v) for k, v in state["timing"].items()}

@@ -28,6 +28,10 @@ RECORDS = 4096
 #: The sums of temporal coherence where there are none.
 _NONE = np.zeros(0, np.float32)
 
+#: The boards' values where an update may not read them (:meth:`NativeLoop.learn`: the weights may have
+#: changed since the boards were evaluated).
+_NO_VALUES = np.zeros((0, 4), np.float32)
+
 
 def native_reason(config: TrainConfig, device: Any = "cpu") -> str | None:
     """Why a learner of ``config`` cannot run on the compiled core (None: it can).
@@ -115,6 +119,7 @@ class NativeLoop:
         env, n = ln.env, ln.config.n_envs
         env.boards = np.ascontiguousarray(env.boards)
         ln.masks = np.ascontiguousarray(ln.masks)
+        ln.values = np.ascontiguousarray(ln.values, np.float32)
         nstep = ln.nstep
         ring = (nstep.boards.reshape(nstep.n, n, 16), nstep.actions, nstep.rewards, nstep.pending)
         replay, segments = self._begin()
@@ -124,7 +129,7 @@ class NativeLoop:
             status, steps = loops.run_chunk(
                 act_steps - done_steps, learn, math.inf if deadline is None else deadline,
                 np.iinfo(np.int64).max if update_limit is None else update_limit,
-                (env.boards.reshape(n, 16), env.scores, env.moves, ln.masks), env.rng, ln.agent.rng, replay,
+                (env.boards.reshape(n, 16), env.scores, env.moves, ln.masks, ln.values), env.rng, ln.agent.rng, replay,
                 ln.buffer.rng, ring, self._net(), self.hp, self.ctr, self.totals, self.times, self.records,
                 self.steps_of_all, self.rows, self.slopes, self.work)
             done_steps += steps
@@ -146,7 +151,7 @@ class NativeLoop:
         """
         replay, segments = self._begin()
         status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
-                                     self.totals, self.times, self.rows, self.slopes, self.work)
+                                     self.totals, self.times, self.rows, self.slopes, self.work, _NO_VALUES)
         self._end(segments, status)
 
     def _begin(self) -> tuple[tuple, tuple]:
