@@ -4,6 +4,7 @@ import gc
 import logging
 import os
 import signal
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -15,6 +16,53 @@ matplotlib.use("Agg")
 torch.set_num_threads(1)
 
 from dqnlab import DQNAgent, TrainConfig, train
+
+#: The test files that take longest (on the 2-core CI machine, -n 2), longest first; every other file follows them
+#: in pytest's order. pytest-xdist's ``--dist loadfile`` hands whole files to its workers in the order collected
+#: (``pytest_configure`` turns off its own reordering, which puts the files of many tests first and so left these,
+#: which have few, to the end): the long files start first and the short ones fill in at the end, rather than one
+#: worker starting a two-minute file as the other runs out of files. The notebooks' two files are apart, so that
+#: the workers do not both start with notebooks (each starts a kernel and two worker processes).
+SLOW_FILES_FIRST = (
+    "experiments/test_notebooks.py",
+    "parallel/test_cluster.py",
+    "experiments/test_notebooks_later.py",
+    "test_learning.py",
+    "runtime/test_checkpoint.py",
+    "test_cli.py",
+    "parallel/test_dask.py",
+    "schemes/test_schemes.py",
+    "ui/test_panels.py",
+    "parallel/test_faults.py",
+    "schemes/test_actors.py",
+    "parallel/test_allreduce.py",
+    "experiments/test_reproduce.py",
+    "runtime/test_tensorboard.py",
+    "schemes/test_shared_prioritized.py",
+    "schemes/test_train.py",
+    "test_prioritized.py",
+    "schemes/test_independent.py",
+    "parallel/test_rounds.py",
+    "bench/test_bench_learning.py",
+)
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order of pytest_collection_modifyitems
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
+
+    def file_rank(item):
+        try:
+            return rank.get(item.path.resolve().relative_to(_TESTS).as_posix(), len(rank))
+        except ValueError:  # a test outside tests/
+            return len(rank)
+
+    items.sort(key=file_rank)  # (stable: the order within a file and among the other files is pytest's)
 
 
 @pytest.fixture(autouse=True)
