@@ -1,8 +1,10 @@
 """Shared fixtures: tiny configs so every test runs in seconds."""
 
+import gc
 import logging
 import os
 import signal
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -14,6 +16,70 @@ matplotlib.use("Agg")
 torch.set_num_threads(1)
 
 from dqnlab import DQNAgent, TrainConfig, train
+
+#: The test files that take longest (on the 2-core CI machine, -n 2), longest first; every other file follows them
+#: in pytest's order. pytest-xdist's ``--dist loadfile`` hands whole files to its workers in the order collected
+#: (``pytest_configure`` turns off its own reordering, which puts the files of many tests first and so left these,
+#: which have few, to the end): the long files start first and the short ones fill in at the end, rather than one
+#: worker starting a two-minute file as the other runs out of files. The notebooks' two files are apart, so that
+#: the workers do not both start with notebooks (each starts a kernel and two worker processes).
+SLOW_FILES_FIRST = (
+    "experiments/test_notebooks.py",
+    "parallel/test_cluster.py",
+    "experiments/test_notebooks_later.py",
+    "test_learning.py",
+    "runtime/test_checkpoint.py",
+    "test_cli.py",
+    "parallel/test_dask.py",
+    "schemes/test_schemes.py",
+    "ui/test_panels.py",
+    "parallel/test_faults.py",
+    "schemes/test_actors.py",
+    "parallel/test_allreduce.py",
+    "experiments/test_reproduce.py",
+    "runtime/test_tensorboard.py",
+    "schemes/test_shared_prioritized.py",
+    "schemes/test_train.py",
+    "test_prioritized.py",
+    "schemes/test_independent.py",
+    "parallel/test_rounds.py",
+    "bench/test_bench_learning.py",
+)
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order of pytest_collection_modifyitems
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
+
+    def file_rank(item):
+        try:
+            return rank.get(item.path.resolve().relative_to(_TESTS).as_posix(), len(rank))
+        except ValueError:  # a test outside tests/
+            return len(rank)
+
+    items.sort(key=file_rank)  # (stable: the order within a file and among the other files is pytest's)
+
+
+@pytest.fixture(autouse=True)
+def _long_lived_objects_frozen():
+    """Every object alive as a test starts (the modules the suite has imported, module fixtures) goes to the
+    garbage collector's permanent generation, after a collection of what the tests before left.
+
+    ``dqnlab.train`` ends with a full ``gc.collect()`` (a run's reference cycles, its tables among them, are freed
+    at once), and a full collection walks every object the process tracks and has not frozen: in a test process,
+    which has imported every module the suite uses (half a million objects), that took about a quarter of a
+    second at every run, a fifth of the time of tests/test_learning.py and tests/runtime/test_checkpoint.py.
+    What a test makes is not frozen, so its runs' cycles are freed as before (tests/schemes/test_train.py checks
+    it); what it leaves alive stays frozen (a little memory, should it later become garbage in a cycle).
+    """
+    gc.collect()
+    gc.freeze()
+    yield
 
 
 @pytest.fixture

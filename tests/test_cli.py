@@ -372,19 +372,6 @@ def test_reproduce_rejects_an_unknown_notebook(capsys):
     assert "no notebook '99_nope'" in capsys.readouterr().err
 
 
-def test_cli_independent_on_an_existing_scheduler(dask_cluster, tmp_path, capsys):
-    address, _, _ = dask_cluster
-    out = tmp_path / "run"
-    code = main(["train", "--scheme", "independent", "--workers", "2", "--backend", "dask", "--dask-scheduler",
-                 address, "--preset", "seed", "--env-steps", "600", "--sync-every", "50",
-                 "--eval-games", "0", "--no-progress", "--out", str(out)])
-    assert code == 0, capsys.readouterr().err
-    s = json.loads((out / "summary.json").read_text())
-    assert s["scheme"] == "independent" and s["workers"] == 2 and s["status"] == "completed"
-    assert s["extra"]["syncs"] > 0 and s["updates"] > 0
-    assert [w["env_steps"] for w in s["extra"]["per_worker"]] == [300, 300]
-
-
 def test_cli_resume_adds_env_steps_to_the_run(small_run, capsys):
     code = main(["train", "--resume", str(small_run), "--env-steps", "240", "--eval-games", "0", "--no-progress"])
     assert code == 0

@@ -54,6 +54,8 @@ class TwoHosts:
         self.tmp = tmp
         self.procs: list[subprocess.Popen] = []
         self.nannies: dict[str, subprocess.Popen] = {}
+        #: Whether the workers may be as a fault left them (see :meth:`restart_workers`).
+        self.faulted = False
         self.bin = Path(sys.executable).parent
 
     # ------------------------------------------------------------------ the network
@@ -121,6 +123,7 @@ class TwoHosts:
             nanny.wait(10)
         self.procs = [p for p in self.procs if p.poll() is None]
         self.start_workers()
+        self.faulted = False
 
     def wait_for_workers(self, n: int, timeout: float = 60.0) -> None:
         """Wait until the scheduler has ``n`` workers."""

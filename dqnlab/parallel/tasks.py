@@ -398,14 +398,19 @@ class TaskGroup(Supervisor):
         else:
             self.manager = SyncManager()
             # The manager must outlive a Ctrl-C so that the workers can be told to stop. It is a fork
-            # of this process: gc.freeze() keeps its garbage collector off what it inherits (a gloo
-            # group or store of an earlier run, not yet collected here, would abort the fork when
-            # destroyed there: their threads were not copied), as the gc docs advise before a fork.
-            gc.freeze()
+            # of this process, whose garbage collector must stay off what it inherits (a gloo group or
+            # store of an earlier run, not yet collected here, would abort the fork when destroyed there:
+            # their threads were not copied): it forks with the collector off, and freezes what it
+            # inherited before turning it back on (_manager_started). Not gc.freeze() here and
+            # gc.unfreeze() after the fork, as the gc docs advise: the unfreeze would also undo what the
+            # caller froze (a test process freezes its modules, whose every full collection then skips them).
+            collecting = gc.isenabled()
+            gc.disable()
             try:
-                self.manager.start(signal.signal, (signal.SIGINT, signal.SIG_IGN))
+                self.manager.start(_manager_started, (collecting,))
             finally:
-                gc.unfreeze()
+                if collecting:
+                    gc.enable()
             self.inbox = self.manager.Queue()
             self.outboxes = [self.manager.Queue() for _ in range(self.workers)]
             # own_processes: the pool's processes beyond the tasks' are held (see _spare_task)
@@ -508,6 +513,15 @@ class TaskGroup(Supervisor):
             shutil.rmtree(self.spill_dir, ignore_errors=True)
             self.spill_dir = None
         super().close()
+
+
+def _manager_started(collecting: bool) -> None:
+    """The manager process's first step (it is forked with the garbage collector off): ignore Ctrl-C, keep what
+    it inherited out of its collections for good, and collect from now on if the parent did."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.freeze()
+    if collecting:
+        gc.enable()
 
 
 def _kill_loky_pool() -> None:

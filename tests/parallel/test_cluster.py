@@ -26,9 +26,17 @@ ENDS_WITHIN_S = 15.0
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory):
+def cluster(tmp_path_factory):
     with twohosts.TwoHosts(tmp_path_factory.mktemp("hosts")) as h:
         yield h
+
+
+@pytest.fixture
+def hosts(cluster):
+    """The cluster, its workers started afresh first if a fault test left them as Dask left them."""
+    if cluster.faulted:
+        cluster.restart_workers()
+    return cluster
 
 
 def _log(hosts, name: str) -> str:
@@ -76,9 +84,10 @@ def _ended_naming_host_b(hosts, proc, log: str, t0: float) -> str:
 
 @pytest.fixture
 def fresh_workers(hosts):
-    """The cluster, its workers started afresh after the test (a fault leaves them as Dask left them)."""
-    yield hosts
-    hosts.restart_workers()
+    """The cluster for a test that faults it: its workers are started afresh before the next test that uses
+    the cluster (not after the last one), unless the test restarted them after its fault itself."""
+    hosts.faulted = True
+    return hosts
 
 
 def test_a_rank_killed_on_the_second_host_ends_the_run_naming_it_and_resume_continues(fresh_workers, tmp_path):

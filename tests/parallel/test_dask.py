@@ -7,6 +7,7 @@ Every process started here is stopped by the end of the module.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -15,6 +16,7 @@ import pytest
 
 import dqnlab
 from dqnlab import TrainConfig
+from dqnlab.cli import main
 from dqnlab.parallel import dask as cluster
 from dqnlab.schemes import WorkerError
 
@@ -87,6 +89,20 @@ def test_actors_run_on_the_workers_of_an_existing_scheduler(cfg, dask_cluster):
     assert {w["pid"] for w in run.extra["per_worker"]} == pids  # one actor on each Dask worker
     assert run.extra["actors_on_cluster"] and run.extra["weights_sent"] >= 2
     assert set(run.episodes["worker"]) == {0, 1} and run.updates > 0
+
+
+# (the command line's path, here rather than in test_cli.py: it shares this module's cluster)
+def test_cli_independent_on_an_existing_scheduler(dask_cluster, tmp_path, capsys):
+    address, _, _ = dask_cluster
+    out = tmp_path / "run"
+    code = main(["train", "--scheme", "independent", "--workers", "2", "--backend", "dask", "--dask-scheduler",
+                 address, "--preset", "seed", "--env-steps", "600", "--sync-every", "50",
+                 "--eval-games", "0", "--no-progress", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["scheme"] == "independent" and s["workers"] == 2 and s["status"] == "completed"
+    assert s["extra"]["syncs"] > 0 and s["updates"] > 0
+    assert [w["env_steps"] for w in s["extra"]["per_worker"]] == [300, 300]
 
 
 @pytest.mark.parametrize("comm", ["allreduce", "joblib"])
