@@ -98,9 +98,9 @@ class Work(NamedTuple):
 
     The *board cache*: an afterstate's weight rows are a function of the board alone, so each board's
     four afterstates are computed once, when it becomes current (after its step's move and spawn, or as
-    a new game's first board), and serve every use: their legality is the board's legal moves, the act
-    reads their values, and an update whose transition leads to the board reads its bootstrap value
-    from them. ``cached`` ``(N, 16)`` uint8 is the board whose four afterstates' weight rows ``rows[i]``
+    a new game's first board), and serve every use: their legality is the board's legal moves, the
+    board's values are gathered from them (``env``'s ``values``, which the act and the step's first update
+    read), and an update whose transition leads to the board reads its rows from them. ``cached`` ``(N, 16)`` uint8 is the board whose four afterstates' weight rows ``rows[i]``
     ``(N, 4, P)`` int64, rewards ``(N, 4)`` float32 and legality ``(N, 4)`` bool hold (``cached_ok[i]``).
     ``own_rows`` ``(N, P)`` int64 are the rows of the afterstate the last act played on board ``i``, from
     board ``own_board[i]`` by move ``own_action[i]`` (-1: none), which an update of that transition trains.
