@@ -156,13 +156,19 @@ def _slide(x: np.uint64, d: int) -> tuple[np.uint64, int, bool]:
 
 
 @inline
+def _move_rows(b: np.uint64, t: np.uint64, action: int) -> tuple[np.uint64, int, bool]:
+    """:func:`move_bits` with ``t = transpose(b)`` given (read by the vertical moves only)."""
+    if (action & 1) == 0:  # vertical: the columns are the rows of the transpose
+        out, points, wrap = _slide(t, 1 if action == 2 else 0)
+        return transpose(out), points, wrap
+    return _slide(b, 1 if action == 1 else 0)
+
+
+@inline
 def move_bits(b: np.uint64, action: int) -> tuple[np.uint64, int, bool]:
     """Move a bitboard: ``(new bitboard, points, wrap)``; ``wrap``: two 15s merged, so the result
     is not exact (take :func:`move_exact`). Actions 0 up, 1 right, 2 down, 3 left."""
-    if (action & 1) == 0:  # vertical: the columns are the rows of the transpose
-        out, points, wrap = _slide(transpose(b), 1 if action == 2 else 0)
-        return transpose(out), points, wrap
-    return _slide(b, 1 if action == 1 else 0)
+    return _move_rows(b, transpose(b) if (action & 1) == 0 else b, action)
 
 
 @kernel
@@ -211,11 +217,7 @@ def afterstate(cells: np.ndarray, b: np.uint64, t: np.uint64, big: bool, action:
     transpose(b)`` (taken once for a board's four moves: the vertical moves slide its rows);
     ``scratch``: 16 bytes of workspace for the exact path."""
     if not big:
-        if (action & 1) == 0:
-            x, points, wrap = _slide(t, 1 if action == 2 else 0)
-            nb = transpose(x)
-        else:
-            nb, points, wrap = _slide(b, 1 if action == 1 else 0)
+        nb, points, wrap = _move_rows(b, t, action)
         if not wrap:
             return nb, points, nb != b
     points = move_exact(cells, action, scratch)
