@@ -57,13 +57,14 @@ class TemporalCoherence(torch.optim.Optimizer):
 
     Notes
     -----
-    ``state[p]`` holds ``step`` (a 0-d float32 tensor: steps so far), ``errors`` (``E``) and
-    ``abs_errors`` (``A``), float32 like ``p``, made at construction so that the compiled learner and
-    ``shared``'s block can hold them; like the tables, on huge pages where the OS offers them
-    (:func:`dqnlab.core.memory.zeros`: the compiled update reads and writes them at random rows, and a
-    page is mapped only when a row on it is first written). A row-sparse gradient (an n-tuple
-    minibatch's) is applied entry by entry in its order, a row used twice taking both steps, as the
-    compiled learner does; a dense one in one vectorised step.
+    ``state[p]`` holds ``step`` (a 0-d float32 tensor: steps so far) and ``sums``, float32 of ``p``'s
+    shape and 2 more: ``sums[..., 0]`` is ``E``, ``sums[..., 1]`` is ``A``, side by side so that one
+    cache line holds both of a weight's (the compiled update reads and writes them at random rows).
+    They are made at construction so that the compiled learner and ``shared``'s block can hold them; like
+    the tables, on huge pages where the OS offers them (:func:`dqnlab.core.memory.zeros`: a page is
+    mapped only when a row on it is first written). A row-sparse gradient (an n-tuple minibatch's) is
+    applied entry by entry in its order, a row used twice taking both steps, as the compiled learner
+    does; a dense one in one vectorised step.
     """
 
     def __init__(self, params: Any, lr: float, td_updates: int = 0, td_lr: float = 0.2):
@@ -74,25 +75,26 @@ class TemporalCoherence(torch.optim.Optimizer):
                     raise ValueError(f"optimizer 'tc' runs on the CPU (the compiled core), got a parameter on {p.device}")
                 dtype = p.detach().numpy().dtype
                 self.state[p] = {"step": torch.zeros((), dtype=torch.float32),
-                                 "errors": torch.from_numpy(core_memory.zeros(tuple(p.shape), dtype)),
-                                 "abs_errors": torch.from_numpy(core_memory.zeros(tuple(p.shape), dtype))}
+                                 "sums": torch.from_numpy(core_memory.zeros((*p.shape, 2), dtype))}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output, the sums copied into this optimiser's own tensors (which keep
-        their pages, and whatever holds them: the compiled learner reads them at every call).
+        their pages, and whatever holds them: the compiled learner reads them at every call). A state
+        saved with the sums apart (``errors`` and ``abs_errors``, as earlier versions kept them) loads too.
 
         Raises
         ------
         ValueError
             If the saved state does not fit these parameters (as ``torch.optim.Optimizer.load_state_dict``).
         """
-        own = {p: (st["errors"], st["abs_errors"]) for p, st in self.state.items()}
+        own = {p: st["sums"] for p, st in self.state.items()}
         super().load_state_dict(state_dict)
         with torch.no_grad():
-            for p, (errors, abs_errors) in own.items():
+            for p, sums in own.items():
                 st = self.state[p]
-                st["errors"] = errors.copy_(st["errors"])
-                st["abs_errors"] = abs_errors.copy_(st["abs_errors"])
+                if "errors" in st:  # (the sums apart)
+                    st["sums"] = torch.stack((st.pop("errors"), st.pop("abs_errors")), dim=-1)
+                st["sums"] = sums.copy_(st["sums"])
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:
@@ -108,10 +110,10 @@ class TemporalCoherence(torch.optim.Optimizer):
                     _sgd(p, p.grad, g["td_lr"])
                 elif p.grad.is_sparse:
                     entries, values = _flat_entries(p.grad)
-                    tc_entries(p.detach().view(-1).numpy(), st["errors"].view(-1).numpy(), st["abs_errors"].view(-1).numpy(),
-                               entries.numpy(), values.numpy(), float(g["lr"]))
+                    tc_entries(p.detach().view(-1).numpy(), st["sums"].view(-1, 2).numpy(), entries.numpy(),
+                               values.numpy(), float(g["lr"]))
                 else:
-                    e, a = st["errors"], st["abs_errors"]
+                    e, a = st["sums"].unbind(-1)
                     rate = torch.where(a > 0, e.abs() / a.clamp(min=torch.finfo(a.dtype).tiny), torch.ones_like(a))
                     p.sub_(rate.mul_(p.grad), alpha=g["lr"])
                     e.add_(p.grad)

@@ -28,10 +28,10 @@ Groups of arguments (plain tuples, in this order):
   all (one segment for a learner's own buffer; one a worker in ``shared``);
 * ``nstep`` = ``(boards (n, N, 16) uint8, actions (n, N) uint8, rewards (n, N) float32, pending (N,)
   int64)``;
-* ``net`` = ``(online (R,) float32, target (R,) float32, layout, errors (R,), abs_errors (R,) float32)``:
+* ``net`` = ``(online (R,) float32, target (R,) float32, layout, sums (R, 2) float32)``:
   the weights, the :func:`dqnlab.core.ntuple.layout` and, for temporal coherence learning
   (``hp.tc``; :func:`dqnlab.core.ntuple.tc_rows`), its sums of errors and of their magnitudes
-  (empty without it);
+  (``(0, 2)`` without it);
 * ``hp``: :class:`Hyper`; ``ctr``: :data:`COUNTERS` int64 and ``times``: :data:`TIMES` float64 arrays;
 * ``totals`` = ``(updates (1,), target_syncs (1,) int64)``: the updates of every learner that trains
   these weights and the target syncs so far (``shared``: the block's counters; else this learner's).
@@ -464,7 +464,7 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
         if not finite:
             return NON_FINITE
         if hp.tc and totals[0][0] >= hp.tc_start:
-            tc_rows(online, net[3], net[4], rows, slopes, hp.lr)
+            tc_rows(online, net[3], rows, slopes, hp.lr)
         else:
             sgd_rows(online, rows, slopes, hp.sgd_lr)
         ctr[_UPDATES] += 1

@@ -234,39 +234,37 @@ def sgd_rows(weights: np.ndarray, rows: np.ndarray, slopes: np.ndarray, lr: floa
 
 
 @inline
-def _tc_step(weights, errors, abs_errors, r, g, lr):
+def _tc_step(weights, sums, r, g, lr):
     """One temporal-coherence step of entry ``r`` on gradient ``g`` (see :func:`tc_rows`)."""
-    a = abs_errors[r]
-    rate = abs(errors[r]) / a if a > 0 else np.float32(1.0)
+    e, a = sums[r, 0], sums[r, 1]
+    rate = abs(e) / a if a > 0 else np.float32(1.0)
     weights[r] -= np.float32(lr) * rate * g
-    errors[r] += g
-    abs_errors[r] += abs(g)
+    sums[r, 0] = e + g
+    sums[r, 1] = a + abs(g)
 
 
 @kernel
-def tc_rows(weights: np.ndarray, errors: np.ndarray, abs_errors: np.ndarray, rows: np.ndarray, slopes: np.ndarray,
-            lr: float) -> None:
+def tc_rows(weights: np.ndarray, sums: np.ndarray, rows: np.ndarray, slopes: np.ndarray, lr: float) -> None:
     """Temporal coherence learning (TC; Beal and Smith 1999, as Jaskowski 2018 uses it for 2048) on the
     rows a minibatch used: each weight has its own step size, ``lr * |E| / A``, from the sum ``E`` of
-    the gradients it got (``errors``) and the sum ``A`` of their magnitudes (``abs_errors``; a weight
-    never updated steps at ``lr``). A weight whose errors keep one sign keeps a large step; one whose
-    errors cancel out, as they do once it has learned what it can, slows to a halt. Then ``E += g``,
-    ``A += |g|``. ``weights``, ``errors``, ``abs_errors`` ``(R,)`` float32, in place; ``rows`` ``(B, P)`` int64
-    and ``slopes`` ``(B,)`` float32 as :func:`sgd_rows`, in the same order (a row used twice takes
-    both steps)."""
+    the gradients it got and the sum ``A`` of their magnitudes (a weight never updated steps at
+    ``lr``). A weight whose errors keep one sign keeps a large step; one whose errors cancel out, as
+    they do once it has learned what it can, slows to a halt. Then ``E += g``, ``A += |g|``.
+    ``weights`` ``(R,)`` float32 and ``sums`` ``(R, 2)`` float32 (``E``, ``A`` side by side: one cache line
+    holds both of an entry's), in place; ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 as
+    :func:`sgd_rows`, in the same order (a row used twice takes both steps)."""
     for i in range(rows.shape[0]):
         g = slopes[i]
         for p in range(rows.shape[1]):
-            _tc_step(weights, errors, abs_errors, rows[i, p], g, lr)
+            _tc_step(weights, sums, rows[i, p], g, lr)
 
 
 @kernel
-def tc_entries(weights: np.ndarray, errors: np.ndarray, abs_errors: np.ndarray, entries: np.ndarray,
-               grads: np.ndarray, lr: float) -> None:
+def tc_entries(weights: np.ndarray, sums: np.ndarray, entries: np.ndarray, grads: np.ndarray, lr: float) -> None:
     """:func:`tc_rows` on entries of a flat table: entry ``entries[k]`` (``(K,)`` int64) gets the gradient
     ``grads[k]`` (``(K,)`` float32), in order (an entry whose gradient is 0 is left as it is)."""
     for k in range(entries.shape[0]):
-        _tc_step(weights, errors, abs_errors, entries[k], grads[k], lr)
+        _tc_step(weights, sums, entries[k], grads[k], lr)
 
 
 @kernel

@@ -184,18 +184,22 @@ def step_sizes(run_dir: str | Path) -> dict[str, Any]:
     sums = _find_sums(payload.get("state"))
     if payload["config"].get("optimizer") != "tc" or sums is None:
         raise ValueError(f"run_dir {str(run_dir)!r} holds no run trained with optimizer='tc'")
-    errors, abs_errors = (np.asarray(sums[k], np.float32).reshape(-1) for k in ("errors", "abs_errors"))
+    errors, abs_errors = sums
     trained = np.flatnonzero(abs_errors > 0)
     set_rows = sum(16 ** len(t) for t in resolve_tuples(payload["config"]["ntuples"]))
     return {"rates": np.abs(errors[trained]) / abs_errors[trained], "trained": abs_errors[trained],
             "stage": trained // set_rows, "stages": tuple(payload["config"].get("stages", ()))}
 
 
-def _find_sums(obj: Any) -> Any:
-    """The first dict below ``obj`` that holds temporal coherence's ``errors`` and ``abs_errors``."""
+def _find_sums(obj: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """Temporal coherence's ``E`` and ``A`` ``(R,)`` float32 from the first optimiser state below ``obj`` that
+    holds them (``sums``, or ``errors`` and ``abs_errors`` as earlier versions saved them)."""
     if isinstance(obj, dict):
+        if "sums" in obj:
+            sums = np.asarray(obj["sums"], np.float32).reshape(-1, 2)
+            return sums[:, 0], sums[:, 1]
         if "errors" in obj and "abs_errors" in obj:
-            return obj
+            return tuple(np.asarray(obj[k], np.float32).reshape(-1) for k in ("errors", "abs_errors"))
         children = obj.values()
     elif isinstance(obj, (list, tuple)):
         children = obj

@@ -163,8 +163,9 @@ class SharedArrays:
 
 
 #: The per-weight state of each optimiser that has one, as ``shared``'s block holds it (``optimizer_0``,
-#: ``optimizer_1``; plain SGD has none).
-OPTIMIZER_STATE = {"adam": ("exp_avg", "exp_avg_sq"), "tc": ("errors", "abs_errors")}
+#: ``optimizer_1``; plain SGD has none): each state tensor's name and its numbers per weight (Adam's
+#: two moments; temporal coherence's two sums side by side in one tensor).
+OPTIMIZER_STATE = {"adam": (("exp_avg", 1), ("exp_avg_sq", 1)), "tc": (("sums", 2),)}
 
 
 def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
@@ -184,8 +185,8 @@ def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
         if keys:
             agent.optimizer.state[p] = {
                 "step": torch.from_numpy(arrays["optimizer_step"][i:i + 1]).view(()),
-                **{key: torch.from_numpy(arrays[f"optimizer_{j}"][off:off + n]).view_as(p)
-                   for j, key in enumerate(keys)}}
+                **{key: torch.from_numpy(arrays[f"optimizer_{j}"][off * w:(off + n) * w]).view(
+                    *p.shape, *((w,) if w > 1 else ())) for j, (key, w) in enumerate(keys)}}
         off += n
 
 

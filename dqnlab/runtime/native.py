@@ -26,7 +26,7 @@ __all__ = ["NativeLoop", "native_reason"]
 RECORDS = 4096
 
 #: The sums of temporal coherence where there are none.
-_NONE = np.zeros(0, np.float32)
+_NONE = np.zeros((0, 2), np.float32)
 
 #: The boards' values where an update may not read them (:meth:`NativeLoop.learn`: the weights may have
 #: changed since the boards were evaluated).
@@ -54,11 +54,13 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _flat(weight: Any) -> np.ndarray:
-    """An n-tuple network's ``(R, 1)`` float32 weight as the ``(R,)`` array it is (the same memory)."""
-    w = weight.detach().numpy().reshape(-1)
-    assert np.shares_memory(w, weight.detach().numpy())
-    return w
+def _flat(weight: Any, width: int = 1) -> np.ndarray:
+    """An n-tuple network's ``(R, 1)`` float32 weight as the ``(R,)`` array it is (the same memory); with
+    ``width`` 2, temporal coherence's ``(R, 1, 2)`` sums as ``(R, 2)``."""
+    w = weight.detach().numpy()
+    flat = w.reshape(-1) if width == 1 else w.reshape(-1, width)
+    assert np.shares_memory(flat, w)
+    return flat
 
 
 class NativeLoop:
@@ -197,9 +199,8 @@ class NativeLoop:
         its block after the learner is made)."""
         agent = self.learner.agent
         online = agent.online.weight
-        tc = agent.optimizer.state[online] if self.hp.tc else None
-        errors, abs_errors = (_flat(tc["errors"]), _flat(tc["abs_errors"])) if tc else (_NONE, _NONE)
-        return _flat(online), _flat(agent.target.weight), agent.online.placements, errors, abs_errors
+        sums = _flat(agent.optimizer.state[online]["sums"], 2) if self.hp.tc else _NONE
+        return _flat(online), _flat(agent.target.weight), agent.online.placements, sums
 
     def _log(self, count: int) -> None:
         """Append the chunk's ``count`` episode records to the learner's episodes."""

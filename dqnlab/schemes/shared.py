@@ -185,9 +185,10 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
 def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: int) -> Spec:
     """The arrays of a ``shared`` run: model, optimiser, counters and replay.
 
-    ``theta``, ``target``, ``optimizer_0``, ``optimizer_1``: ``(P,)`` float32 flat
-    parameter vectors (online, target, the optimiser's state: Adam's moments or temporal
-    coherence's sums, :data:`~dqnlab.parallel.shm.OPTIMIZER_STATE`; ``target`` is empty when the
+    ``theta``, ``target``, ``optimizer_0``, ``optimizer_1``: float32 flat
+    parameter vectors (online and target ``(P,)``, the optimiser's state: Adam's moments ``(P,)``
+    each, or temporal coherence's sums ``(2 P,)`` in ``optimizer_0``,
+    :data:`~dqnlab.parallel.shm.OPTIMIZER_STATE`; ``target`` is empty when the
     target is the online network, ``target_update == 1``, and the state is empty
     with plain SGD); ``optimizer_step``: one float32 step count per parameter tensor;
     ``updates_total``, ``target_syncs``: ``(1,)`` int64
@@ -203,10 +204,10 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     """
     c, k = max(config.buffer_size, workers * config.n_envs), workers
     n_target = 0 if config.target_update == 1 else n_params
-    n_state = n_params if config.optimizer in OPTIMIZER_STATE else 0
+    state = dict(enumerate(width * n_params for _, width in OPTIMIZER_STATE.get(config.optimizer, ())))
     return {
         "theta": ((n_params,), "float32"), "target": ((n_target,), "float32"),
-        "optimizer_0": ((n_state,), "float32"), "optimizer_1": ((n_state,), "float32"),
+        **{f"optimizer_{j}": ((state.get(j, 0),), "float32") for j in range(2)},
         "optimizer_step": ((n_tensors,), "float32"),
         "updates_total": ((1,), "int64"), "target_syncs": ((1,), "int64"),
         "env_steps": ((k,), "int64"), "updates": ((k,), "int64"),

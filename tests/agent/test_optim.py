@@ -18,7 +18,7 @@ def sparse_step(outputs, lr=0.3, td_updates=0, steps=3):
     rng = np.random.default_rng(outputs)
     boards = torch.from_numpy(rng.integers(0, 5, (24, 4, 4)).astype(np.uint8))
     grad = torch.from_numpy(rng.standard_normal((24, outputs)).astype(np.float32))
-    w, e, a = (np.zeros(net.weight.numel(), np.float32) for _ in range(3))
+    w, sums = np.zeros(net.weight.numel(), np.float32), np.zeros((net.weight.numel(), 2), np.float32)
     for step in range(steps):
         inputs = []
         with torch.no_grad():
@@ -32,9 +32,9 @@ def sparse_step(outputs, lr=0.3, td_updates=0, steps=3):
         if step < td_updates:
             np.add.at(w, flat.numpy(), -0.1 * values.numpy())
         else:
-            ntuple.tc_entries(w, e, a, flat.numpy(), values.numpy().copy(), lr)
+            ntuple.tc_entries(w, sums, flat.numpy(), values.numpy().copy(), lr)
         opt.step()
-    return net, opt, (w, e, a)
+    return net, opt, (w, sums[:, 0], sums[:, 1])
 
 
 @pytest.mark.parametrize("outputs", [1, 4])
@@ -42,8 +42,8 @@ def test_the_sparse_step_is_the_kernels_on_the_gradients_entries(outputs):
     net, opt, (w, e, a) = sparse_step(outputs)
     st = opt.state[net.weight]
     np.testing.assert_allclose(net.weight.detach().numpy().reshape(-1), w, rtol=1e-6, atol=1e-7)
-    np.testing.assert_array_equal(st["errors"].numpy().reshape(-1), e)
-    np.testing.assert_array_equal(st["abs_errors"].numpy().reshape(-1), a)
+    np.testing.assert_array_equal(st["sums"][..., 0].numpy().reshape(-1), e)
+    np.testing.assert_array_equal(st["sums"][..., 1].numpy().reshape(-1), a)
     assert float(st["step"]) == 3 and (a > 0).any() and (np.abs(e) < a).any()  # some errors cancelled
 
 
@@ -51,21 +51,21 @@ def test_the_td_phase_is_plain_sgd_and_leaves_the_sums_at_zero():
     net, opt, (w, _, _) = sparse_step(1, td_updates=2, steps=2)
     st = opt.state[net.weight]
     np.testing.assert_allclose(net.weight.detach().numpy().reshape(-1), w, rtol=1e-6, atol=1e-7)
-    assert not st["errors"].any() and not st["abs_errors"].any()
+    assert not st["sums"].any()
     net, opt, (w, _, _) = sparse_step(1, td_updates=2, steps=4)  # then TC
     np.testing.assert_allclose(net.weight.detach().numpy().reshape(-1), w, rtol=1e-6, atol=1e-7)
-    assert opt.state[net.weight]["abs_errors"].any()
+    assert opt.state[net.weight]["sums"][..., 1].any()
 
 
 def test_the_dense_step_is_the_same_rule():
     p = torch.nn.Parameter(torch.zeros(5))
     opt = TemporalCoherence([p], lr=0.5)
     grads = [torch.tensor([1.0, 1.0, -1.0, 0.0, 2.0]), torch.tensor([1.0, -1.0, -1.0, 0.0, -2.0])]
-    w, e, a = (np.zeros(5, np.float32) for _ in range(3))
+    w, sums = np.zeros(5, np.float32), np.zeros((5, 2), np.float32)
     for g in grads:
         p.grad = g.clone()
         opt.step()
-        ntuple.tc_entries(w, e, a, np.arange(5), g.numpy(), 0.5)
+        ntuple.tc_entries(w, sums, np.arange(5), g.numpy(), 0.5)
     np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-6)
     w = p.detach()
     assert float(w[0]) == pytest.approx(-1.0) and float(w[1]) == pytest.approx(0.0) and float(w[3]) == 0.0
@@ -81,9 +81,20 @@ def test_loading_a_state_fills_the_sums_the_optimiser_already_holds():
     saved = {"state": {k: {n: t.clone() for n, t in v.items()} for k, v in opt.state_dict()["state"].items()},
              "param_groups": opt.state_dict()["param_groups"]}
     fresh = TemporalCoherence(net.parameters(), 0.5)
-    held = {n: fresh.state[net.weight][n] for n in ("errors", "abs_errors")}
+    held = fresh.state[net.weight]["sums"]
     fresh.load_state_dict(saved)
-    for n, t in held.items():
-        assert fresh.state[net.weight][n] is t  # the same tensors (the compiled learner's, shared's block)
-        assert torch.equal(t, opt.state[net.weight][n]) and t.any()
+    assert fresh.state[net.weight]["sums"] is held  # the same tensor (the compiled learner's, shared's block)
+    assert torch.equal(held, opt.state[net.weight]["sums"]) and held.any()
     assert float(fresh.state[net.weight]["step"]) == 3.0
+
+
+def test_a_state_saved_with_the_sums_apart_loads():
+    """Earlier versions saved ``errors`` and ``abs_errors`` as two tensors: they load into the sums."""
+    net, opt, _ = sparse_step(1, lr=0.5, steps=3)
+    sums = opt.state[net.weight]["sums"]
+    old = {k: {"step": v["step"].clone(), "errors": v["sums"][..., 0].clone(), "abs_errors": v["sums"][..., 1].clone()}
+           for k, v in opt.state_dict()["state"].items()}
+    fresh = TemporalCoherence(net.parameters(), 0.5)
+    fresh.load_state_dict({"state": old, "param_groups": opt.state_dict()["param_groups"]})
+    st = fresh.state[net.weight]
+    assert set(st) == {"step", "sums"} and torch.equal(st["sums"], sums) and sums[..., 0].ne(sums[..., 1]).any()
