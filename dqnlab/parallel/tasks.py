@@ -84,31 +84,39 @@ def as_arrays(obj: Any) -> Any:
     into a growing buffer, and a ``multiprocessing`` queue's pickler first moves it into shared memory: for
     an n-tuple learner's 805 MB of checkpoint state, seconds of every resume and checkpoint.
     """
-    if isinstance(obj, torch.Tensor):
-        if obj.device.type == "cpu" and obj.layout == torch.strided and obj.dtype != torch.bfloat16:
-            return {_TENSOR: obj.detach().numpy()}
-        return obj
-    if isinstance(obj, dict):
-        return {k: as_arrays(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
-        return type(obj)(as_arrays(v) for v in obj)
-    if isinstance(obj, _MESSAGES):
-        return replace(obj, **{f.name: as_arrays(getattr(obj, f.name)) for f in fields(obj) if f.init})
-    return obj
+    def tag(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.layout == torch.strided \
+                and x.dtype != torch.bfloat16:
+            return {_TENSOR: x.detach().numpy()}
+        return x
+
+    return _rebuilt(obj, tag)
 
 
 def as_tensors(obj: Any) -> Any:
     """:func:`as_arrays` undone: each tagged array a tensor again (of its memory, or of a copy where the trip
     left it read-only, as joblib's memory-mapped arguments)."""
-    if isinstance(obj, dict):
-        if len(obj) == 1 and _TENSOR in obj:
-            a = obj[_TENSOR]
+    def untag(x: Any) -> Any:
+        if isinstance(x, dict) and len(x) == 1 and _TENSOR in x:
+            a = x[_TENSOR]
             return torch.from_numpy(a if a.flags.writeable else np.array(a))
-        return {k: as_tensors(v) for k, v in obj.items()}
+        return x
+
+    return _rebuilt(obj, untag)
+
+
+def _rebuilt(obj: Any, convert: Any) -> Any:
+    """``obj`` with ``convert`` applied to it and, where that leaves it as it is, to everything inside its
+    dicts, lists, tuples and message fields, rebuilt (other objects as they are)."""
+    new = convert(obj)
+    if new is not obj:
+        return new
+    if isinstance(obj, dict):
+        return {k: _rebuilt(v, convert) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
-        return type(obj)(as_tensors(v) for v in obj)
+        return type(obj)(_rebuilt(v, convert) for v in obj)
     if isinstance(obj, _MESSAGES):
-        return replace(obj, **{f.name: as_tensors(getattr(obj, f.name)) for f in fields(obj) if f.init})
+        return replace(obj, **{f.name: _rebuilt(getattr(obj, f.name), convert) for f in fields(obj) if f.init})
     return obj
 
 
