@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from multiprocessing.managers import SyncManager
 from typing import Any, Self
@@ -474,10 +474,26 @@ class TaskGroup(Supervisor):
 
     def send(self, worker: int, msg: Any) -> None:
         """Put order ``msg`` on ``worker``'s queue (nothing if the worker is gone with its queue)."""
-        try:
-            self.outboxes[worker].put(pack(msg, self.spill_dir))
-        except Exception:  # noqa: BLE001, S110 - the worker is gone with its queue; nothing to tell it
-            pass
+        self.send_all([worker], msg)
+
+    def send_all(self, workers: Sequence[int], msg: Any) -> None:
+        """Put the same order ``msg`` on each of ``workers``' queues (as :meth:`send`), packed once: a message
+        that goes by a file (:func:`pack`) is written once, and each worker reads, then deletes, a hard link
+        of its own to it (a copy where the folder takes no links)."""
+        packed = pack(msg, self.spill_dir)
+        for i, worker in enumerate(workers):
+            own = packed
+            if isinstance(packed, Spilled) and i < len(workers) - 1:  # (the last one takes the file itself)
+                own = Spilled(f"{packed.path[:-len('.pkl')]}-{worker}.pkl")
+                try:
+                    os.link(packed.path, own.path)
+                except OSError:
+                    shutil.copyfile(packed.path, own.path)
+            try:
+                self.outboxes[worker].put(own)
+            except Exception:  # noqa: BLE001 - the worker is gone with its queue; nothing to tell it
+                if own is not packed:
+                    os.unlink(own.path)
 
     def stop(self) -> None:
         """Tell every worker that has not exited to stop."""

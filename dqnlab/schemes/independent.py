@@ -369,10 +369,9 @@ class _IndependentCoordinator(LearnerCoordinator):
             applied = self.sync != "none" and all(posted[k].active for k in ks)
             coefs = sync_coefficients(self.sync, scores, self.temperature) if applied else None
             combined = combine_changes(self.base, changes, coefs, normalise=self.sync != "sum") if applied else None
-            for k in ks:
-                if posted[k].active:
-                    self.group.send(k, NewWeights(combined))
-                    self.bytes_sent += 0 if combined is None else changes_nbytes(combined)
+            told = [k for k in ks if posted[k].active]
+            self.group.send_all(told, NewWeights(combined))  # (one file for them all, where it goes by one)
+            self.bytes_sent += 0 if combined is None else len(told) * changes_nbytes(combined)
             if applied:  # the learners in the round now have the combined weights: the new base
                 gone = {k: self.weights_of(k) for k in range(self.workers) if k not in ks and self.changes[k]}
                 apply_changes(self.base, combined)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 
 import numpy as np
@@ -114,3 +115,24 @@ def test_a_large_message_goes_by_a_file_of_the_spill_folder_and_comes_back_whole
     assert isinstance(got, NewWeights) and got.weights["w"][1].shape == (300,)
     assert not isinstance(tasks.pack(StateReply(0, 1, {"w": torch.zeros(10)}), str(tmp_path)), tasks.Spilled)
     assert not isinstance(tasks.pack(StateReply(0, 1, {"w": big}), None), tasks.Spilled)
+
+
+def test_one_order_to_several_workers_is_written_once_and_each_reads_its_own_link(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from dqnlab.parallel import tasks
+
+    monkeypatch.setattr(tasks, "SPILL_BYTES", 1000)
+    group = SimpleNamespace(outboxes=[queue.Queue() for _ in range(3)], spill_dir=str(tmp_path))
+    weights = {"w": (np.arange(300), np.arange(300, dtype=np.float32))}
+    tasks.TaskGroup.send_all(group, [0, 2], NewWeights(weights))
+    first, last = group.outboxes[0].get_nowait(), group.outboxes[2].get_nowait()
+    assert group.outboxes[1].empty() and isinstance(first, tasks.Spilled) and isinstance(last, tasks.Spilled)
+    assert first.path != last.path and os.path.samefile(first.path, last.path)  # one file, two names
+    assert len(list(tmp_path.iterdir())) == 2
+    for msg in (first, last):
+        got = tasks.unpack(msg)
+        assert isinstance(got, NewWeights) and np.array_equal(got.weights["w"][1], weights["w"][1])
+    assert list(tmp_path.iterdir()) == []  # each read deleted its own name
+    tasks.TaskGroup.send_all(group, [1], NewWeights(None))  # small: by the queue itself
+    assert group.outboxes[1].get_nowait() == NewWeights(None)

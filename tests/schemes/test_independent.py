@@ -117,7 +117,8 @@ def test_independent_sum_gives_every_learner_the_common_weights_plus_all_changes
     mine = [np.array([1.5, 2.0, 3.0, 4.0], np.float32), np.array([1.25, 2.0, 2.0, 4.0], np.float32)]
     sent = []
     parent = _IndependentCoordinator(2, 8, {"w": base["w"].copy()}, "sum", 500.0)
-    parent.group = SimpleNamespace(stopping=False, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
+    parent.group = SimpleNamespace(stopping=False, checkpoint_pending=False,
+                                   send_all=lambda ks, msg: sent.extend((k, msg) for k in ks))
     parent.loop = SimpleNamespace(elapsed=1.0)
     for k in range(2):
         parent.receive(SyncPost(k, 1, True, changed_entries({"w": mine[k]}, base), 0.0, 100, 50))
@@ -145,7 +146,8 @@ def test_once_the_learners_are_told_to_stop_no_round_closes_and_a_learner_stoppe
     from dqnlab.schemes.independent import _IndependentCoordinator, _IndependentWorker
 
     sent = []
-    group = SimpleNamespace(stopping=True, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
+    group = SimpleNamespace(stopping=True, checkpoint_pending=False,
+                            send_all=lambda ks, msg: sent.extend((k, msg) for k in ks))
     w = [{"w": np.full(3, float(k), np.float32)} for k in range(2)]
     parent = _IndependentCoordinator(2, 8, {"w": w[0]["w"].copy()}, "periodic", 500.0)
     parent.group, parent.loop = group, SimpleNamespace(elapsed=1.0)
@@ -204,7 +206,8 @@ def test_a_sync_leaves_every_ntuple_learner_with_the_average_of_their_weights():
         learners.append(w)
     sent = []
     parent = _IndependentCoordinator(3, 8, {"weight": base["weight"].copy()}, "periodic", 500.0)
-    parent.group = SimpleNamespace(stopping=False, checkpoint_pending=False, send=lambda k, msg: sent.append((k, msg)))
+    parent.group = SimpleNamespace(stopping=False, checkpoint_pending=False,
+                                   send_all=lambda ks, msg: sent.extend((k, msg) for k in ks))
     parent.loop = SimpleNamespace(elapsed=1.0)
     for k, w in enumerate(learners):
         parent.receive(SyncPost(k, 1, True, changed_entries(w, base), 0.0, 100, 50))
