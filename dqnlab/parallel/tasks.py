@@ -480,6 +480,8 @@ class TaskGroup(Supervisor):
         """Put the same order ``msg`` on each of ``workers``' queues (as :meth:`send`), packed once: a message
         that goes by a file (:func:`pack`) is written once, and each worker reads, then deletes, a hard link
         of its own to it (a copy where the folder takes no links)."""
+        if not workers:
+            return
         packed = pack(msg, self.spill_dir)
         for i, worker in enumerate(workers):
             own = packed

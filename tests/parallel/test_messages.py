@@ -134,5 +134,7 @@ def test_one_order_to_several_workers_is_written_once_and_each_reads_its_own_lin
         got = tasks.unpack(msg)
         assert isinstance(got, NewWeights) and np.array_equal(got.weights["w"][1], weights["w"][1])
     assert list(tmp_path.iterdir()) == []  # each read deleted its own name
+    tasks.TaskGroup.send_all(group, [], NewWeights(weights))  # nobody to tell: no file either
+    assert list(tmp_path.iterdir()) == []
     tasks.TaskGroup.send_all(group, [1], NewWeights(None))  # small: by the queue itself
     assert group.outboxes[1].get_nowait() == NewWeights(None)
