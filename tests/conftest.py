@@ -21,7 +21,7 @@ from dqnlab import DQNAgent, TrainConfig, train
 #: in pytest's order. pytest-xdist's ``--dist loadfile`` hands whole files to its workers in the order collected
 #: (``pytest_configure`` turns off its own reordering, which puts the files of many tests first and so left these,
 #: which have few, to the end): the long files start first and the short ones fill in at the end, rather than one
-#: worker starting a two-minute file as the other runs out of files. The notebooks' two files are apart, so that
+#: worker starting a long file as the other runs out of files. The notebooks' two files are apart, so that
 #: the workers do not both start with notebooks (each starts a kernel and two worker processes).
 SLOW_FILES_FIRST = (
     "experiments/test_notebooks.py",
@@ -72,8 +72,8 @@ def _long_lived_objects_frozen():
 
     ``dqnlab.train`` ends with a full ``gc.collect()`` (a run's reference cycles, its tables among them, are freed
     at once), and a full collection walks every object the process tracks and has not frozen: in a test process,
-    which has imported every module the suite uses (half a million objects), that took about a quarter of a
-    second at every run, a fifth of the time of tests/test_learning.py and tests/runtime/test_checkpoint.py.
+    which has imported every module the suite uses, that walk costs every run far more than the run's own
+    objects do.
     What a test makes is not frozen, so its runs' cycles are freed as before (tests/schemes/test_train.py checks
     it); what it leaves alive stays frozen (a little memory, should it later become garbage in a cycle).
     """

@@ -486,7 +486,8 @@ class TaskGroup(Supervisor):
         for i, worker in enumerate(workers):
             own = packed
             if isinstance(packed, Spilled) and i < len(workers) - 1:  # (the last one takes the file itself)
-                own = Spilled(f"{packed.path[:-len('.pkl')]}-{worker}.pkl")
+                stem, suffix = os.path.splitext(packed.path)
+                own = Spilled(f"{stem}-{worker}{suffix}")
                 try:
                     os.link(packed.path, own.path)
                 except OSError:
