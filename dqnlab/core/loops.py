@@ -25,7 +25,8 @@ Groups of arguments (plain tuples, in this order):
 * ``replay`` = ``(boards (C, 16) uint8, actions (C,) uint8, rewards (C,) float32, next_boards (C, 16)
   uint8, dones (C,) bool, next_masks (C, 4) bool, steps (C,) uint8, seg_lo (K,), seg_cap (K,),
   seg_pos (K,), seg_size (K,) int64)``: K segments, this learner writing segment ``me`` and sampling
-  all (one segment for a learner's own buffer; one a worker in ``shared``);
+  all of them, or with ``hp.own_segment`` its own (one segment for a learner's own buffer; one a worker in
+  ``shared``);
 * ``nstep`` = ``(boards (n, N, 16) uint8, actions (n, N) uint8, rewards (n, N) float32, pending (N,)
   int64)``;
 * ``net`` = ``(online (R,) float32, target (R,) float32, layout, sums (R, 2) float32)``:
@@ -90,6 +91,7 @@ class Hyper(NamedTuple):
     batch_size: int
     max_moves: int  # 0: no limit
     n_step: int
+    own_segment: bool = False  # sample segment ``me`` only (``shared`` with ``sample="own"``), not every segment
 
 
 class Work(NamedTuple):
@@ -317,9 +319,26 @@ def _argmax_legal(q):
 
 
 @kernel
-def _sample_slots(rng, lo, size, sizes, slots):
+def _filled(size, hp, me):
+    """The filled slots a minibatch is drawn from: every segment's (``size`` ``(K,)`` int64), or with
+    ``hp.own_segment`` segment ``me``'s."""
+    if hp.own_segment:
+        return size[me]
+    total = 0
+    for k in range(size.shape[0]):
+        total += size[k]
+    return total
+
+
+@kernel
+def _sample_slots(rng, lo, size, sizes, slots, hp, me):
     """``ReplayBuffer.sample``'s draw: ``slots`` ``(B,)`` uniform with replacement over the filled slots
-    of every segment, segment by segment (``sizes`` ``(K,)`` int64 scratch)."""
+    of every segment, segment by segment (``sizes`` ``(K,)`` int64 scratch), or with ``hp.own_segment``
+    over segment ``me``'s (``SharedReplay.sample`` with ``own``)."""
+    if hp.own_segment:
+        for j in range(slots.shape[0]):
+            slots[j] = lo[me] + rng.integers(0, size[me])
+        return
     total = 0
     for k in range(size.shape[0]):
         sizes[k] = size[k]
@@ -446,7 +465,7 @@ def _loss_slopes(q, y, hp, slopes):
 def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, values):
     """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
     ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
-    segment. ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
+    segment (``hp.own_segment``: of this learner's, ``ctr['me']``). ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
     gradient (for its norm); ``work``: the learner's :class:`Work`; ``values`` ``(N, 4)`` float32: the
     boards' evaluation with the weights as they are at the call, which the first update's targets read
     (``(0, 4)``: not known to be). Returns :data:`OK`, or
@@ -456,7 +475,7 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
     sizes = np.empty(replay[10].shape[0], np.int64)
     work.boot_at[:] = -1
     for u in range(updates):
-        _sample_slots(rng, replay[7], replay[10], sizes, work.slots)
+        _sample_slots(rng, replay[7], replay[10], sizes, work.slots, hp, ctr[_ME])
         _minibatch_rows(replay, net, hp, rows, work)  # the weight rows of every afterstate first ...
         _td_targets(replay, net, hp, rows, work, u, values if u == 0 and not hp.separate_target else values[:0])
         loss, finite = _loss_slopes(work.q, work.y, hp, slopes)
@@ -586,10 +605,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
                 net[1][:] = net[0]
         masks[:] = legal
         cells[:] = nxt
-        total = 0
-        for k in range(replay[10].shape[0]):
-            total += replay[10][k]
-        if others + ctr[_ENV_STEPS] >= hp.learning_starts and total >= hp.batch_size:
+        if others + ctr[_ENV_STEPS] >= hp.learning_starts and _filled(replay[10], hp, me) >= hp.batch_size:
             times[_CREDIT] += n * hp.updates_per_env_step
         t1 = now(work.clock)
         times[_ACTING] += t1 - t0

@@ -227,7 +227,8 @@ class SharedReplay(ReplayBuffer):
     Capacity ``C`` (the block's) is split into K contiguous segments; :meth:`add_batch` writes into
     this worker's segment only (a FIFO ring, :class:`_Segment`), publishing its new size after the
     data; :meth:`sample` draws uniformly, with replacement, from the filled slots of all segments
-    (``len()`` of them). Reads take no lock: a slot being overwritten may be read half-new.
+    (``len()`` of them), or with ``own`` from this worker's segment only. Reads take no lock: a slot being
+    overwritten may be read half-new.
 
     Parameters
     ----------
@@ -239,6 +240,8 @@ class SharedReplay(ReplayBuffer):
         K.
     seed : int, optional
         Seeds this worker's sampling.
+    own : bool
+        Sample this worker's segment only (its own transitions), not every segment.
 
     Attributes
     ----------
@@ -249,7 +252,8 @@ class SharedReplay(ReplayBuffer):
     #: This worker's own counters (in its state, summed over workers by the parent).
     COUNTERS: tuple[str, ...] = ("added",)
 
-    def __init__(self, arrays: SharedArrays, worker: int | None, workers: int, seed: int | None = None):
+    def __init__(self, arrays: SharedArrays, worker: int | None, workers: int, seed: int | None = None,
+                 own: bool = False):
         # not ReplayBuffer.__init__: the storage is the block's
         self.capacity = len(arrays["actions"])
         caps = split_budget(self.capacity, workers)
@@ -260,11 +264,14 @@ class SharedReplay(ReplayBuffer):
         self.segment = None if worker is None else _Segment(arrays, worker, int(self.los[worker]), caps[worker])
         self.rng = np.random.default_rng(seed)
         self.added = 0
+        if own and worker is None:
+            raise ValueError("own=True needs a worker: a reader's view (worker None) has no segment of its own")
+        self.own = own
 
     @property
     def size(self) -> int:  # type: ignore[override]
-        """Filled slots of all segments."""
-        return int(self._seg_size.sum())
+        """Filled slots :meth:`sample` draws from: all segments' (this worker's alone with ``own``)."""
+        return int(self._seg_size[self.worker]) if self.own else int(self._seg_size.sum())
 
     def held(self) -> np.ndarray:
         """``(size,)`` int64: the filled slots of all segments, in order."""
@@ -307,15 +314,18 @@ class SharedReplay(ReplayBuffer):
         """Nothing to take back: :meth:`segments` are the block's arrays."""
 
     def sample(self, batch_size: int) -> Minibatch:
-        """``batch_size`` transitions uniformly, with replacement, from all segments' filled slots (a
-        :class:`~dqnlab.Minibatch` with ``steps``; no ``weights`` or ``indices``).
+        """``batch_size`` transitions uniformly, with replacement, from all segments' filled slots (with
+        ``own``, this worker's segment's): a :class:`~dqnlab.Minibatch` with ``steps``; no ``weights`` or
+        ``indices``.
 
         Raises
         ------
         ValueError
-            If the buffer is empty or ``batch_size`` is not an integer >= 1.
+            If the slots it draws from are all empty or ``batch_size`` is not an integer >= 1.
         """
         self._check_sample(batch_size)
+        if self.own:
+            return self.gather(self.los[self.worker] + self.rng.integers(0, self.size, size=batch_size))
         sizes = self._seg_size.copy()
         i = self.rng.integers(0, int(sizes.sum()), size=batch_size)
         ends = np.cumsum(sizes)
@@ -496,14 +506,23 @@ class SharedPrioritizedReplay(PrioritizedReplayBuffer, SharedReplay):
 
 
 def shared_replay(arrays: SharedArrays, worker: int | None, workers: int, config: Any, seed: int | None = None,
-                  tree_lock: FileLock | None = None) -> SharedReplay:
+                  tree_lock: FileLock | None = None, own: bool = False) -> SharedReplay:
     """The view of the block's replay buffer a :class:`~dqnlab.TrainConfig` asks for:
     :class:`SharedPrioritizedReplay` (``priority_alpha``, ``priority_eps``, the tree lock) when
-    ``config.prioritized``, else :class:`SharedReplay`."""
+    ``config.prioritized``, else :class:`SharedReplay` (``own``: sampling this worker's segment only).
+
+    Raises
+    ------
+    ValueError
+        For ``own`` with ``config.prioritized`` (one priority tree spans every segment).
+    """
     if config.prioritized:
+        if own:
+            raise ValueError("own=True (sampling one's own segment) needs uniform replay: the priority tree "
+                             "spans every segment")
         return SharedPrioritizedReplay(arrays, worker, workers, seed, config.priority_alpha, config.priority_eps,
                                        tree_lock)
-    return SharedReplay(arrays, worker, workers, seed)
+    return SharedReplay(arrays, worker, workers, seed, own)
 
 
 class FileLock:

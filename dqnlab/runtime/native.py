@@ -77,10 +77,12 @@ class NativeLoop:
         All learners' updates and the target syncs (``shared``: the block's). Default: this learner's.
     me : int
         This learner's entry of ``steps_of_all``.
+    own_segment : bool
+        Draw minibatches from this learner's own replay segment only (``shared`` with ``sample="own"``).
     """
 
     def __init__(self, learner: Any, steps_of_all: np.ndarray | None = None,
-                 totals: tuple[np.ndarray, np.ndarray] | None = None, me: int = 0):
+                 totals: tuple[np.ndarray, np.ndarray] | None = None, me: int = 0, own_segment: bool = False):
         c = learner.config
         self.learner = learner
         agent = learner.agent
@@ -93,7 +95,7 @@ class NativeLoop:
             log_rewards=c.reward_transform == "log", double_dqn=bool(c.double_dqn),
             separate_target=agent.target is not agent.online, target_update=int(c.target_update),
             learning_starts=int(c.learning_starts), batch_size=int(c.batch_size), max_moves=int(c.max_moves or 0),
-            n_step=int(c.n_step))
+            n_step=int(c.n_step), own_segment=bool(own_segment))
         self.own_steps = steps_of_all is None
         self.steps_of_all = np.zeros(1, np.int64) if steps_of_all is None else steps_of_all
         self.own_totals = totals is None

@@ -30,7 +30,11 @@ per-worker ones. Under Hogwild the moments are updated racily like the weights.
 The replay buffer is split into K contiguous segments: worker k writes only into
 segment k (its own FIFO, no write lock needed, at least one step of its boards long), and
 every worker samples uniformly from all filled slots of all segments, so each trains on
-everybody's experience.
+everybody's experience -- or, with ``sample="own"``, from its own segment only: then the workers
+share the model and nothing else, each learning from its own games as A3C's actor-learners
+(Mnih et al. 2016) and the threads of the parallel n-tuple learners (Jaskowski 2018) do, and an
+update finds its next boards' values where its own act left them instead of evaluating another
+worker's boards again.
 Transitions are n-step ones (``config.n_step``) as each worker makes them from its own
 boards. With ``config.prioritized`` the block also holds one sum tree over the whole
 capacity and the largest priority so far: every worker samples in proportion to the
@@ -74,7 +78,10 @@ from ..runtime.loop import RunLoop
 from ..runtime.native import NativeLoop
 from ..runtime.results import RunResult
 
-__all__ = ["Options", "run", "shared_layout"]
+__all__ = ["Options", "run", "shared_layout", "SAMPLE_FROM"]
+
+#: Which segments of the shared buffer a worker samples (:attr:`Options.sample`).
+SAMPLE_FROM = ("all", "own")
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,10 @@ class Options(SchemeOptions):
     threads: bool = option(
         False, "Run the workers as threads of this process instead of processes: the same block, lock and "
         "algorithm, in parallel where the work releases the GIL (the compiled core of the n-tuple presets does).")
+    sample: str = option(
+        "all", "Which transitions a worker's minibatches are drawn from: all (every worker's segment of the "
+        "shared buffer) or own (its own segment only: the workers share the model alone, as A3C's and the "
+        "parallel n-tuple learners' threads do). Own needs uniform replay.", choices=SAMPLE_FROM)
 
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
@@ -104,7 +115,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     progress, callback
         As for :func:`dqnlab.train`.
     options : Options
-        The lock (see :class:`Options`).
+        The lock, threads or processes, and which segments a worker samples (see :class:`Options`).
 
     Returns
     -------
@@ -127,7 +138,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     Raises
     ------
     ValueError
-        If ``total_env_steps`` < ``workers``, or ``options.lock`` or ``config.prioritized`` on Windows.
+        If ``total_env_steps`` < ``workers``, ``options.lock`` or ``config.prioritized`` on Windows, or
+        ``options.sample == "own"`` with ``config.prioritized``.
     WorkerError
         If a worker fails; ``err.partial`` holds the episodes and model so far.
 
@@ -151,6 +163,9 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         raise ValueError("shared with lock=True needs a POSIX system (fcntl); use lock=False on Windows")
     if config.prioritized and sys.platform == "win32":
         raise ValueError("shared with prioritized replay needs a POSIX system (fcntl: the priority tree's lock)")
+    if config.prioritized and options.sample == "own":
+        raise ValueError("sample='own' needs uniform replay (prioritized=False): the priority tree spans every "
+                         "worker's segment")
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
     model = init.online.state_dict()
@@ -169,7 +184,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
 
         loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
         budgets = split_budget(config.total_env_steps, workers)
-        tasks = [dict(block=block.handle, config=config, worker=k, workers=workers,
+        tasks = [dict(block=block.handle, config=config, worker=k, workers=workers, own=options.sample == "own",
                       budget=budgets[k], clock=RunClock.of(loop), report_every_s=loop.report_every_s / 2,
                       fault=_fault, checkpointing=_checkpoint is not None,
                       resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
@@ -223,17 +238,18 @@ class _SharedLearner(Learner):
     :class:`~dqnlab.parallel.shm.SharedBlock`, under its update lock (None: Hogwild) and, with
     prioritized replay, its tree lock."""
 
-    def __init__(self, config: TrainConfig, worker: int, workers: int, block: SharedBlock):
+    def __init__(self, config: TrainConfig, worker: int, workers: int, block: SharedBlock, own: bool = False):
         super().__init__(config, worker=worker)
         arrays = block.arrays
         self.buffer = shared_replay(arrays, worker, workers, config, seed=worker_seeds(config.seed, worker)[1],
-                                    tree_lock=block.tree_lock)
+                                    tree_lock=block.tree_lock, own=own)
         bind_agent(self.agent, arrays)
         self.arrays, self.lock = arrays, block.lock
         self.lock_wait = 0.0
         if self.native is not None:  # the compiled loop on the block: all workers' steps, updates and syncs
             self.native = NativeLoop(self, steps_of_all=arrays["env_steps"],
-                                     totals=(arrays["updates_total"], arrays["target_syncs"]), me=worker)
+                                     totals=(arrays["updates_total"], arrays["target_syncs"]), me=worker,
+                                     own_segment=own)
 
     def state_dict(self, copy_agent: bool = True) -> dict[str, Any]:
         """This worker's private state (the model, Adam and replay are in the block)."""
@@ -366,13 +382,13 @@ class _SharedWorker(LearnerWorker):
         return {"lock_wait_s": self.learner.lock_wait, "replay": self.learner.buffer.counters()}
 
 
-def _shared_task(ch: Channel, *, block: BlockHandle, config: TrainConfig, worker: int, workers: int,
+def _shared_task(ch: Channel, *, block: BlockHandle, config: TrainConfig, worker: int, workers: int, own: bool,
                  **kw: Any) -> None:
     """One worker of the shared scheme: act on its boards, learn on the shared model.
 
-    ``block``: the run's :attr:`SharedBlock.handle`; ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s
+    ``block``: the run's :attr:`SharedBlock.handle`; ``own``: sample its own segment only; ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s
     (budget, clock, reports, fault, checkpointing, resume).
     """
     # (the learner and its views into the block are gone with the task object, before the block closes)
     with SharedBlock.attach(block) as shared:
-        _SharedWorker(ch, _SharedLearner(config, worker, workers, shared), **kw).run()
+        _SharedWorker(ch, _SharedLearner(config, worker, workers, shared, own), **kw).run()

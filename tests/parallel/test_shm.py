@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dqnlab
-from dqnlab.parallel.shm import SharedArrays, SharedBlock, SharedReplay
+from dqnlab.parallel.shm import SharedArrays, SharedBlock, SharedReplay, shared_replay
 from dqnlab.schemes.shared import shared_layout
 
 
@@ -43,6 +43,33 @@ def test_shared_replay_transition_written_by_one_worker_is_sampled_by_another(cf
         rewards = set(reader.sample(200).rewards.tolist())
         assert rewards == {1.0, 12345.0}
         del reader, batch
+    finally:
+        arrays.close()
+        arrays.unlink()
+
+
+def _add(replay, n, reward):
+    replay.add_batch(np.zeros((n, 4, 4), np.uint8), np.zeros(n, np.int64), np.full(n, reward, np.float32),
+                     np.zeros((n, 4, 4), np.uint8), np.zeros(n, bool), np.ones((n, 4), bool))
+
+
+def test_a_worker_sampling_its_own_segment_draws_only_its_transitions(cfg):
+    arrays = SharedArrays.create(shared_layout(cfg.replace(buffer_size=64), 2, n_params=10, n_tensors=2))
+    try:
+        mine, other = SharedReplay(arrays, 0, 2, seed=0, own=True), SharedReplay(arrays, 1, 2, seed=1)
+        _add(other, 5, 2.0)
+        assert len(other) == 5 and len(mine) == 0  # (what it samples from: nothing of its own yet)
+        with pytest.raises(ValueError, match="empty"):
+            mine.sample(4)
+        _add(mine, 3, 1.0)
+        assert len(mine) == 3 and len(other) == 8
+        assert set(mine.sample(200).rewards.tolist()) == {1.0}
+        assert set(other.sample(200).rewards.tolist()) == {1.0, 2.0}  # (the default: every segment)
+        with pytest.raises(ValueError, match="own=True needs a worker"):
+            SharedReplay(arrays, None, 2, own=True)
+        with pytest.raises(ValueError, match="uniform replay"):
+            shared_replay(arrays, 0, 2, cfg.replace(buffer_size=64, prioritized=True), own=True)
+        del mine, other
     finally:
         arrays.close()
         arrays.unlink()

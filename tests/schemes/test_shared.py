@@ -1,11 +1,21 @@
-"""``shared``: the lock counts every update; Hogwild runs; each worker's replay segment holds its step."""
+"""``shared``: the lock counts every update; Hogwild runs; each worker's replay segment holds its step; a worker
+sampling its own segment learns as a serial learner does."""
 
 from __future__ import annotations
 
+import contextlib
+
+import numpy as np
+import pytest
 from helpers import check_totals
 
 import dqnlab
 from dqnlab import TrainConfig
+from dqnlab.agent.dqn import DQNAgent
+from dqnlab.game.rules import new_boards
+from dqnlab.parallel.shm import SharedBlock, SharedReplay
+from dqnlab.runtime.learner import Learner, worker_seeds
+from dqnlab.schemes.shared import _SharedLearner, shared_layout
 
 
 def test_shared_with_lock_counts_every_update(cfg):
@@ -37,3 +47,56 @@ def test_shared_segments_hold_each_workers_step():
     assert replay["capacity"] == replay["size"] == 2 * config.n_envs
     assert replay["added"] == run.env_steps and run.updates > 0
 
+
+
+def _worker_beside_another(config, stack, own, native):
+    """Worker 0 of a 2-worker block whose other segment holds transitions worker 0 never made."""
+    init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
+    model = init.online.state_dict()
+    layout = shared_layout(config, 2, sum(v.numel() for v in model.values()), len(model))
+    block = stack.enter_context(SharedBlock.create(layout, model, config, 2, lock=False, private=True))
+    block.set_model(init.get_weights())
+    other = SharedReplay(block.arrays, 1, 2, seed=1)
+    boards = new_boards(config.n_envs, np.random.default_rng(1))
+    other.add_batch(boards, np.zeros(config.n_envs, np.int64), np.zeros(config.n_envs, np.float32), boards,
+                    np.zeros(config.n_envs, bool), np.ones((config.n_envs, 4), bool))
+    learner = _SharedLearner(config, 0, 2, block, own=own)
+    if not native:
+        learner.native = None
+    return learner
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_a_worker_sampling_its_own_segment_learns_as_a_serial_learner_whatever_the_others_hold(native):
+    """``sample="own"``: worker 0's updates draw from its segment alone, with the draws a serial learner makes
+    from its own buffer, so its weights are the serial learner's whatever the other segment holds; sampling
+    every segment (the default) trains on the other worker's transitions too."""
+    config = TrainConfig.preset("ntuple-small", n_envs=16, buffer_size=16, batch_size=16, learning_starts=0,
+                                total_env_steps=10**6, seed=0, lr=0.005)
+    serial = Learner(config)
+    if not native:
+        serial.native = None
+    with contextlib.ExitStack() as stack:
+        own, every = (_worker_beside_another(config, stack, o, native) for o in (True, False))
+        for learner in (serial, own, every):
+            for _ in range(40):
+                learner.advance(config.n_envs)
+        assert serial.updates == own.updates > 20
+        theta = serial.agent.online.weight.detach().numpy()
+        np.testing.assert_allclose(own.agent.online.weight.detach().numpy(), theta, rtol=1e-6, atol=1e-6)
+        assert own.buffer.rng.bit_generator.state == serial.buffer.rng.bit_generator.state
+        assert not np.allclose(every.agent.online.weight.detach().numpy(), theta, rtol=1e-6, atol=1e-6)
+        del own, every
+
+
+def test_sampling_ones_own_segment_runs_and_needs_uniform_replay():
+    config = TrainConfig.preset("ntuple-small", n_envs=16, buffer_size=16, batch_size=16, learning_starts=0,
+                                total_env_steps=1_280, seed=0, lr=0.005)
+    run = dqnlab.train("shared", config, workers=2, progress=False, lock=False, threads=True, sample="own")
+    assert run.status == "completed" and run.updates > 0 and run.options["sample"] == "own"
+    assert run.extra["replay"]["added"] == run.env_steps
+    with pytest.raises(ValueError, match="sample='own' needs uniform replay"):
+        dqnlab.train("shared", config.replace(prioritized=True, buffer_size=64), workers=2, progress=False,
+                     lock=False, sample="own")
+    with pytest.raises(ValueError, match="sample"):
+        dqnlab.train("shared", config, workers=2, progress=False, sample="mine")
