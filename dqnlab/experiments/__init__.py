@@ -17,6 +17,7 @@ from .compare import USER_CLAIMS, claims_table, compare_data, compare_figure
 from .game import game_data, game_figure
 from .independent import independent_data, independent_figure
 from .learning import (
+    BEST_RESULTS,
     METHOD_VARIANTS,
     REPLAY_VARIANTS,
     SCHEME_RESULTS,
@@ -44,7 +45,7 @@ __all__ = [
     "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
-    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "scheme_learning",
+    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "scheme_learning",
     "versus_serial",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

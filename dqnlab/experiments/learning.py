@@ -20,13 +20,16 @@ from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
-           "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "scheme_learning",
+           "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "scheme_learning",
            "versus_serial"]
 
 #: The results file of ``bench learning`` over the schemes (10 minutes of the ``default`` preset, 1,000
 #: greedy games at each point, seeds 1 and 2; its commands are in it and in ``docs/learning.md``): the
 #: measured curves the scheme notebooks draw beside serial's. It is in a source checkout, beside the package.
 SCHEME_RESULTS = Path(__file__).resolve().parents[2] / "docs" / "learning-schemes.json"
+#: The results file of ``bench learning`` over serial and the 2-worker schemes that made a player soonest in
+#: :data:`SCHEME_RESULTS`, measured again on the compiled core as it is now (the same budget, games and seeds).
+BEST_RESULTS = SCHEME_RESULTS.with_name("learning-best.json")
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
