@@ -465,12 +465,12 @@ def _loss_slopes(q, y, hp, slopes):
 def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, values):
     """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
     ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
-    segment (``hp.own_segment``: of this learner's, ``ctr['me']``). ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 keep the last update's sparse
-    gradient (for its norm); ``work``: the learner's :class:`Work`; ``values`` ``(N, 4)`` float32: the
-    boards' evaluation with the weights as they are at the call, which the first update's targets read
-    (``(0, 4)``: not known to be). Returns :data:`OK`, or
-    :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied; the updates
-    before it stay)."""
+    segment (``hp.own_segment``: of this learner's, ``ctr['me']``). ``rows`` ``(B, P)`` int64 and
+    ``slopes`` ``(B,)`` float32 keep the last update's sparse gradient (for its norm); ``work``: the
+    learner's :class:`Work`; ``values`` ``(N, 4)`` float32: the boards' evaluation with the weights as they
+    are at the call, which the first update's targets read (``(0, 4)``: not known to be). Returns
+    :data:`OK`, or :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied;
+    the updates before it stay)."""
     online, target = net[0], net[1]
     sizes = np.empty(replay[10].shape[0], np.int64)
     work.boot_at[:] = -1
