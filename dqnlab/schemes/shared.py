@@ -386,8 +386,8 @@ def _shared_task(ch: Channel, *, block: BlockHandle, config: TrainConfig, worker
                  **kw: Any) -> None:
     """One worker of the shared scheme: act on its boards, learn on the shared model.
 
-    ``block``: the run's :attr:`SharedBlock.handle`; ``own``: sample its own segment only; ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s
-    (budget, clock, reports, fault, checkpointing, resume).
+    ``block``: the run's :attr:`SharedBlock.handle`; ``own``: sample its own segment only; ``kw``:
+    :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports, fault, checkpointing, resume).
     """
     # (the learner and its views into the block are gone with the task object, before the block closes)
     with SharedBlock.attach(block) as shared:
