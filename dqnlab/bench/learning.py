@@ -2,10 +2,9 @@
 
 Speed benchmarks say how many env steps a scheme takes per second; this one says what
 those steps buy. Each configuration (a preset, a scheme, a worker count) trains for a
-wall-clock budget, stopping at several points of it (the run is checkpointed and
-resumed, so the time spent evaluating and checkpointing is not counted as training
-time), and at each point the current weights play 1,000 greedy games with a fixed
-seed. The headline is **time to a player**: the minutes of training until the greedy
+wall-clock budget in one run, its weights copied at several points of it and played
+after the run (so the time spent evaluating is not training time): at each point,
+1,000 greedy games with a fixed seed. The headline is **time to a player**: the minutes of training until the greedy
 mean score reaches 10,000, and until the 2048 and the 4096 tile are made in half of the
 games. A results file (:func:`merge_results`) gathers configurations measured by several
 commands into one table.
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,12 +26,19 @@ from .report import machine_info, md_machine, md_table
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["POINTS", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure",
+__all__ = ["POINTS", "POINTS_BY", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure",
            "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown"]
 
 #: Fractions of the budget at which the weights are evaluated: about log-spaced, since on the compiled core
-#: a player arrives in the first seconds (of 10 minutes: 12 s, 30 s, 1, 2, 4, 7 and 10 minutes).
-POINTS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0)
+#: a player arrives in the first seconds (of 10 minutes: 12, 21, 30 and 45 s, 1, 1.5, 2, 3, 4, 5.5, 7, 8.5 and 10
+#: minutes). A point costs only its evaluation (the run goes on), so they are close enough for a crossing
+#: interpolated between two of them to be near the curve's.
+POINTS = (0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.55, 0.7, 0.85, 1.0)
+#: How a row's weights were taken at its point (its ``points_by``; a row without one: ``"resume"``): copied
+#: during one continuous run, or (results files before 2026-12-05) the run checkpointed at the point and
+#: resumed for the next, which restarts the scheme's workers at every point.
+POINTS_BY = {"copy": "trained once, its weights copied at the first progress report past each point",
+             "resume": "checkpointed at each point and resumed for the next (its workers restarted there)"}
 #: "A player": the greedy mean score, and the share of games reaching a tile, that count as one.
 PLAYER_SCORE, PLAYER_REACH = 10_000, 0.5
 #: The tiles whose time to be made in half the games :func:`time_to_player` gives.
@@ -42,7 +47,7 @@ PLAYER_TILES = (2048, 4096)
 
 _ROW_KEYS = ("preset", "network", "variant", "scheme", "workers", "options", "status", "seed", "minutes", "env_steps",
              "updates", "score_mean", "score_median", "reach_1024", "reach_2048", "reach_4096", "reach_8192",
-             "eval_s")
+             "eval_s", "points_by")
 
 
 def _options_text(options: dict[str, Any] | None) -> str:
@@ -84,6 +89,27 @@ def parse_variant(text: str) -> dict[str, Any]:
     return out
 
 
+class _Points:
+    """A :func:`learning_curve` run's callback: the snapshot of the run (a copy of its weights) at the first
+    report at or past each of ``seconds`` (wall time), and every report passed on to ``then``. Between the
+    points, without ``then``, the run makes no snapshot (:meth:`due`)."""
+
+    def __init__(self, seconds: Sequence[float], then: Callable[[Any], Any] | None):
+        self.seconds, self.then = list(seconds), then
+        self.taken: list[Any] = []  # RunResults, one per point reached (a point the run passed unseen: none)
+        self.next = 0  # the first point not taken yet
+
+    def due(self, elapsed: float) -> bool:
+        return self.then is not None or (self.next < len(self.seconds) and elapsed >= self.seconds[self.next])
+
+    def __call__(self, snapshot: Any) -> Any:
+        if self.next < len(self.seconds) and snapshot.wall_time_s >= self.seconds[self.next]:
+            self.taken.append(snapshot)
+            while self.next < len(self.seconds) and snapshot.wall_time_s >= self.seconds[self.next]:
+                self.next += 1
+        return None if self.then is None else self.then(snapshot)
+
+
 def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minutes: float = 10.0,
                    points: Sequence[float] = POINTS, games: int = 1_000, seed: int = 0, eval_seed: int = 1,
                    options: dict[str, Any] | None = None, run_dir: str | Path | None = None,
@@ -91,6 +117,11 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
                    variant: dict[str, Any] | None = None,
                    callback: Callable[[Any], Any] | None = None) -> list[dict[str, Any]]:
     """Train one configuration for ``minutes`` and evaluate it at each of ``points``.
+
+    The configuration trains once, without a pause, for ``max(points) * minutes``; at the first progress
+    report (about once a second) at or past each earlier point its weights are copied, and after the run
+    every copy, and the weights it ends with, play the games. Evaluating is not training time, and the run
+    is the one a user would make (nothing restarts it at the points).
 
     Parameters
     ----------
@@ -108,15 +139,13 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     seed : int
         Training seed.
     run_dir : path, optional
-        Where the run is kept (its checkpoint and result files, those of the last point);
-        a temporary directory, removed afterwards, when None.
+        Where to keep the run (its checkpoint and result files at the end); none when None.
     overrides : dict, optional
         :class:`~dqnlab.TrainConfig` fields replacing the preset's.
     variant : dict, optional
         More fields replacing those (:func:`parse_variant`), named in the rows' ``variant``.
     callback : callable, optional
-        Passed to :func:`dqnlab.train` (each segment's snapshots; their ``wall_time_s`` counts from the
-        run's start).
+        Passed every snapshot, as :func:`dqnlab.train`'s (with it, the run makes one at every report).
 
     Returns
     -------
@@ -124,16 +153,18 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
         One row per point: ``preset``, ``network``, ``variant`` (its fields, as text), ``scheme``, ``workers``, ``options``,
         ``status`` (the run's; a run that diverged or lost a worker ends its curve with
         ``"failed ..."`` and the reason, keeping the points before), ``seed``,
-        ``minutes`` (training wall time so far; a point whose budget the run had already
-        used when the previous one ended is left out), ``env_steps``, ``updates``,
-        ``score_mean``, ``score_median``, ``reach_1024``, ``reach_2048``, ``reach_4096``, ``reach_8192``
-        (fractions of the games) and ``eval_s`` (seconds the evaluation took).
+        ``minutes`` (training wall time when the weights were copied, a second or so past the point; a
+        point the run passed before its first report, or after it stopped early, is left out),
+        ``env_steps``, ``updates``, ``score_mean``, ``score_median``, ``reach_1024``, ``reach_2048``,
+        ``reach_4096``, ``reach_8192`` (fractions of the games), ``eval_s`` (seconds the evaluation took) and
+        ``points_by``: ``"copy"`` (rows of results files written before 2026-12-05 have none: those runs
+        were checkpointed at each point and resumed, see :data:`POINTS_BY`).
 
     Notes
     -----
-    Prioritized replay anneals ``priority_beta`` to 1 over the run's budget, which here is
-    each segment's (the run is resumed with a longer time budget at each point): beta reaches
-    1 at the first point and restarts each segment from a fraction of the way up.
+    A snapshot holds the weights the run's parent has at that moment: those of the learner (``serial``,
+    ``actors``, ``averaged``, ``sharded``) or of the shared model (``shared``); for ``independent``, the
+    combination of what each learner last posted at a check-in (at most ``sync_every`` updates old).
 
     Raises
     ------
@@ -148,43 +179,33 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     if not points or any(not 0 < p <= 1 for p in points) or points != sorted(set(points)):
         raise ValueError(f"points must be increasing fractions in (0, 1], got {points!r}")
     config = TrainConfig.preset(preset, **{**(overrides or {}), **(variant or {}), "seed": seed,
-                                           "total_env_steps": None, "max_seconds": minutes * 60.0})
+                                           "total_env_steps": None, "max_seconds": points[-1] * minutes * 60.0})
+    base = {"preset": preset, "network": config.network, "variant": _options_text(variant), "scheme": scheme,
+            "workers": workers, "options": _options_text(options), "seed": seed}
+    at = _Points([p * minutes * 60.0 for p in points[:-1]], callback)
+    failure = None
+    try:
+        end = train(scheme, config, workers=workers, progress=progress, run_dir=run_dir, callback=at,
+                    **(options or {}))
+        snapshots = at.taken + [end]
+    except WorkerError as e:  # diverged or a worker died: keep the points so far, say why
+        snapshots, failure = at.taken, e.message
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="dqnlab-learning-") as tmp:
-        where = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
-        run, trained_s = None, None
-        for point in points:
-            budget = config.replace(max_seconds=point * minutes * 60.0)
-            if trained_s is not None and trained_s >= budget.max_seconds:
-                continue  # the previous segment ran past this point already
-            try:
-                if trained_s is None:
-                    run = train(scheme, budget, workers=workers, progress=progress, run_dir=where,
-                                callback=callback, **(options or {}))
-                else:
-                    run = None  # (its weights: freed before the next segment loads its own)
-                    run = train(resume=where, config=budget, progress=progress, callback=callback)
-            except WorkerError as e:  # diverged or a worker died: keep the points so far, say why
-                if rows:
-                    rows[-1]["status"] = f"failed after this point: {e.message}"
-                else:
-                    rows.append({**dict.fromkeys(_ROW_KEYS), "preset": preset, "network": config.network,
-                                 "variant": _options_text(variant), "scheme": scheme, "workers": workers, "options": _options_text(options),
-                                 "seed": seed, "status": f"failed before the first point: {e.message}"})
-                break
-            trained_s = run.wall_time_s
-            t0 = time.perf_counter()
-            ev = evaluate(run, games=games, seed=eval_seed)
-            s = ev.summary()
-            rows.append({"preset": preset, "network": config.network, "variant": _options_text(variant),
-                         "scheme": scheme, "workers": workers,
-                         "options": _options_text(options), "status": run.status,
-                         "seed": seed, "minutes": run.wall_time_s / 60.0, "env_steps": run.env_steps,
-                         "updates": run.updates, "score_mean": s["score_mean"], "score_median": s["score_median"],
-                         "reach_1024": ev.reach(1024), "reach_2048": ev.reach(2048), "reach_4096": ev.reach(4096),
-                         "reach_8192": ev.reach(8192), "eval_s": time.perf_counter() - t0})
-            if run.status != "completed":  # stopped or interrupted: no further points
-                break
+    for k, run in enumerate(snapshots):
+        t0 = time.perf_counter()
+        ev = evaluate(run, games=games, seed=eval_seed)
+        s = ev.summary()
+        rows.append({**base, "status": run.status if run.status != "running" else "completed",
+                     "minutes": run.wall_time_s / 60.0, "env_steps": run.env_steps,
+                     "updates": run.updates, "score_mean": s["score_mean"], "score_median": s["score_median"],
+                     "reach_1024": ev.reach(1024), "reach_2048": ev.reach(2048), "reach_4096": ev.reach(4096),
+                     "reach_8192": ev.reach(8192), "eval_s": time.perf_counter() - t0, "points_by": "copy"})
+        snapshots[k] = None  # (its weights: freed as soon as they have played)
+    if failure is not None:
+        if rows:
+            rows[-1]["status"] = f"failed after this point: {failure}"
+        else:
+            rows.append({**dict.fromkeys(_ROW_KEYS), **base, "status": f"failed before the first point: {failure}"})
     return rows
 
 
@@ -331,6 +352,17 @@ def bench_learning(presets: Sequence[str] = ("default", "cnn", "mlp-afterstate",
             "time_to_player": time_to_player(rows)}
 
 
+def _points_how(rows: Sequence[dict[str, Any]]) -> str:
+    """How the rows' points were taken (:data:`POINTS_BY`), per scheme where they were taken two ways."""
+    ways: dict[str, set[str]] = {}
+    for r in rows:
+        name = f"{r['scheme']} ({r['options']})" if r["options"] else r["scheme"]
+        ways.setdefault(r.get("points_by") or "resume", set()).add(name)
+    if len(ways) == 1:
+        return POINTS_BY[next(iter(ways))]
+    return "; ".join(f"{', '.join(sorted(names))}: {POINTS_BY[way]}" for way, names in sorted(ways.items()))
+
+
 def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench learning",
                       figure: str | None = None) -> str:
     """The result of :func:`bench_learning` (or :func:`merge_results`) as markdown: time to a player, then every
@@ -348,11 +380,12 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
     where = (md_machine(runs[0]["machine"], 1, runs[0]["command"] or command) if len(runs) == 1 else
              "The rows come from these commands: " + "; ".join(
                  md_machine(r["machine"], 1, r["command"] or command) for r in runs))
+    how = _points_how(res["rows"])
     parts = [
         f"## Learning in {budget:g} minutes: time to a player", "",
         where, "",
-        f"Each configuration trained for {budget:g} minutes of wall time and was stopped at several points "
-        f"(checkpointed and resumed: evaluation time is not training time); at each point its weights played "
+        f"Each configuration trained for {budget:g} minutes of wall time, {how}; evaluation time is not "
+        f"training time. At each point its weights played "
         f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: when the greedy mean reached "
         f"{PLAYER_SCORE:,}, and when the 2048 (4096) tile was made in half the games, interpolated linearly "
         f"between the two points around the crossing.", "",

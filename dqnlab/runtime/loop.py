@@ -87,7 +87,9 @@ class RunLoop:
     callback : callable, optional
         Called as ``callback(snapshot)`` after each report with a :class:`RunResult`
         of what is gathered so far; returning True stops the run cleanly (raising
-        KeyboardInterrupt ends it as ``"interrupted"``, also cleanly).
+        KeyboardInterrupt ends it as ``"interrupted"``, also cleanly). A callback with a
+        ``due(elapsed_s) -> bool`` method is called (and a snapshot made) only at the reports
+        where it returns True.
     report_every_s : float
         Seconds between reports (and callback calls).
     snapshot : callable, optional
@@ -182,7 +184,8 @@ class RunLoop:
         """:meth:`record` the scheme's ``progress``, then call the callback (which may stop
         the run) and write a checkpoint when one is due (with a ``state`` function)."""
         self.record(progress)
-        if self.callback is not None and self.snapshot is not None:
+        due = getattr(self.callback, "due", None)
+        if self.callback is not None and self.snapshot is not None and (due is None or due(self.elapsed)):
             try:
                 stop = self.callback(self.snapshot())
             except KeyboardInterrupt:  # raised at a report: a clean point to end at

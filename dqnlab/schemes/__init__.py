@@ -69,7 +69,11 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     callback : callable, optional
         Called about once a second as ``callback(snapshot)`` with a
         :class:`~dqnlab.RunResult` of what is gathered so far; return True to stop
-        the run cleanly (this is how the notebooks' Stop button works).
+        the run cleanly (this is how the notebooks' Stop button works). A snapshot
+        copies the weights and the games (for an n-tuple network, 268 MB); a callback
+        with a ``due(elapsed_s) -> bool`` method is called only at the reports where it
+        returns True (``elapsed_s``: the run's wall time in seconds), and no snapshot is
+        made at the others.
     backend : {"loky", "dask"}, optional
         Where the workers run. None (default): joblib's active backend (loky, local
         processes, unless the caller chose another with ``joblib.parallel_config``;

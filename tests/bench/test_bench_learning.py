@@ -12,6 +12,7 @@ def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
     rows = learning_curve("ntuple", "serial", 1, minutes=0.06, points=(0.5, 1.0), games=20, overrides=small,
                           run_dir=tmp_path / "run", variant={"prioritized": True, "n_step": 3})
     assert [r["preset"] for r in rows] == ["ntuple"] * len(rows) and 1 <= len(rows) <= 2
+    assert {r["points_by"] for r in rows} == {"copy"} and rows[0]["minutes"] >= 0.03
     assert {r["variant"] for r in rows} == {"n_step=3, prioritized=True"}
     assert rows[-1]["minutes"] >= 0.06 * 0.99 and rows[-1]["env_steps"] > 0
     assert all(0 <= r["reach_8192"] <= r["reach_4096"] <= r["reach_2048"] <= r["reach_1024"] <= 1 for r in rows)
@@ -21,6 +22,27 @@ def test_learning_curve_evaluates_at_each_point_of_the_budget(tmp_path):
     md = learning_markdown(res, "python -m dqnlab bench learning", "learning.png")
     assert "minutes to mean 10,000" in md and "![learning curves](learning.png)" in md
     assert len(learning_figure(res).axes) == 4
+
+
+def test_the_points_are_copies_of_one_run_that_goes_on():
+    from dqnlab.bench.learning import learning_curve
+
+    small = dict(ntuples="17x4", lr=0.01, n_envs=16, buffer_size=2_000, batch_size=32, learning_starts=256)
+    rows = learning_curve("ntuple", "serial", 1, minutes=0.1, points=(0.3, 0.6, 1.0), games=10, overrides=small)
+    assert len(rows) == 3 and [r["status"] for r in rows] == ["completed"] * 3
+    minutes = [r["minutes"] for r in rows]
+    assert minutes == sorted(minutes) and minutes[0] >= 0.03 and minutes[1] >= 0.06 and minutes[2] >= 0.099
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps) and steps[0] > 0  # one run: its env steps only grow
+    assert rows[0]["updates"] < rows[1]["updates"] < rows[2]["updates"]
+
+
+def test_points_taken_two_ways_are_said_per_scheme():
+    from dqnlab.bench.learning import POINTS_BY, _points_how
+
+    rows = [{"scheme": "serial", "options": "", "points_by": "copy"}, {"scheme": "shared", "options": "lock=False"}]
+    assert _points_how(rows[:1]) == POINTS_BY["copy"] and _points_how(rows[1:]) == POINTS_BY["resume"]
+    assert _points_how(rows) == f"serial: {POINTS_BY['copy']}; shared (lock=False): {POINTS_BY['resume']}"
 
 
 def test_time_to_player_is_the_first_point_that_makes_one():

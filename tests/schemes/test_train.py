@@ -84,6 +84,22 @@ def test_callback_stops_and_keeps_data(tiny_config):
     assert run.status == "stopped" and len(seen) == 1 and run.env_steps >= seen[0] > 0
 
 
+def test_a_callback_with_due_is_called_and_given_a_snapshot_only_when_due(tiny_config):
+    asked, seen = [], []
+
+    class Late:
+        def due(self, elapsed_s):
+            asked.append(elapsed_s)
+            return elapsed_s >= 1.5
+
+        def __call__(self, snapshot):
+            seen.append(snapshot.wall_time_s)
+
+    run = train("serial", tiny_config.replace(total_env_steps=None, max_seconds=3.5), progress=False, callback=Late())
+    assert run.status == "completed" and len(asked) >= 3 and asked == sorted(asked)
+    assert seen and all(t >= 1.5 for t in seen) and len(seen) == sum(t >= 1.5 for t in asked)
+
+
 def test_keyboard_interrupt_keeps_what_was_gathered(tiny_config):
     def cb(snapshot):
         if snapshot.env_steps > 0:
