@@ -4,9 +4,9 @@ Speed benchmarks say how many env steps a scheme takes per second; this one says
 those steps buy. Each configuration (a preset, a scheme, a worker count) trains for a
 wall-clock budget in one run, its weights copied at several points of it and played
 after the run (so the time spent evaluating is not training time): at each point,
-1,000 greedy games with a fixed seed. The headline is **time to a player**: the minutes of training until the greedy
-mean score reaches 10,000, and until the 2048 and the 4096 tile are made in half of the
-games. A results file (:func:`merge_results`) gathers configurations measured by several
+1,000 greedy games with a fixed seed. The headline is **time to a player**: the minutes
+of training until the greedy mean score reaches 10,000, and until the 2048 and the 4096
+tile are made in half of the games. A results file (:func:`merge_results`) gathers configurations measured by several
 commands into one table.
 """
 
@@ -26,8 +26,8 @@ from .report import machine_info, md_machine, md_table
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["POINTS", "POINTS_BY", "learning_curve", "bench_learning", "time_to_player", "learning_markdown", "learning_figure",
-           "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown"]
+__all__ = ["POINTS", "POINTS_BY", "learning_curve", "bench_learning", "time_to_player", "learning_markdown",
+           "learning_figure", "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown"]
 
 #: Fractions of the budget at which the weights are evaluated: about log-spaced, since on the compiled core
 #: a player arrives in the first seconds (of 10 minutes: 12, 21, 30 and 45 s, 1, 1.5, 2, 3, 4, 5.5, 7, 8.5 and 10
