@@ -37,8 +37,8 @@ POINTS = (0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.55, 0.7, 0.85, 1
 #: How a row's weights were taken at its point (its ``points_by``; a row without one: ``"resume"``): copied
 #: during one continuous run, or (results files before 2026-12-05) the run checkpointed at the point and
 #: resumed for the next, which restarts the scheme's workers at every point.
-POINTS_BY = {"copy": "trained once, its weights copied at the first progress report past each point",
-             "resume": "checkpointed at each point and resumed for the next (its workers restarted there)"}
+POINTS_BY = {"copy": "in one run, its weights copied at the first progress report past each point",
+             "resume": "checkpointed at each point and resumed for the next, its workers started again there"}
 #: "A player": the greedy mean score, and the share of games reaching a tile, that count as one.
 PLAYER_SCORE, PLAYER_REACH = 10_000, 0.5
 #: The tiles whose time to be made in half the games :func:`time_to_player` gives.
@@ -384,7 +384,7 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
     parts = [
         f"## Learning in {budget:g} minutes: time to a player", "",
         where, "",
-        f"Each configuration trained for {budget:g} minutes of wall time, {how}; evaluation time is not "
+        f"Each configuration trained for {budget:g} minutes of wall time: {how}. Evaluation time is not "
         f"training time. At each point its weights played "
         f"{res['games']:,} greedy games with spawn seed 1. *Minutes to a player*: when the greedy mean reached "
         f"{PLAYER_SCORE:,}, and when the 2048 (4096) tile was made in half the games, interpolated linearly "
@@ -415,8 +415,8 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
 def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> Any:
     """Minutes of training vs greedy mean score and the share of games reaching 2048, 4096 and 8192
     (one line per configuration, the minutes on a log scale) on four ``axes`` (new ones on a matplotlib Figure when None);
-    returns the figure. A colour per preset and variant, a line style per scheme (and its
-    options and workers), a marker per seed; the legend goes in the first axes for up to 3 short names, else
+    returns the figure. A colour per preset and variant (with one of them, per scheme), a line style per
+    scheme (and its options and workers), a marker per seed; the legend goes in the first axes for up to 3 short names, else
     under the axes (Axes made by the caller must belong to a figure with a constrained layout for that)."""
     if axes is None:
         from matplotlib.figure import Figure
@@ -434,7 +434,8 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
         label = (f"{preset}" + (f" [{variant}]" if variant else "") + f", {scheme}"
                  + (f" ({options})" if options else "") + f" x{workers}"
                  + (f", seed {seed}" if len(seeds) > 1 else ""))
-        look = dict(color=cycle[colours.index((preset, variant)) % len(cycle)],
+        colour = (colours.index((preset, variant)) if len(colours) > 1 else styles.index((scheme, options, workers)))
+        look = dict(color=cycle[colour % len(cycle)],
                     ls=("-", "--", ":", "-.")[styles.index((scheme, options, workers)) % 4],
                     marker="os^vD"[seeds.index(seed) % 5], ms=3, label=label)
         x = [r["minutes"] for r in rows]
