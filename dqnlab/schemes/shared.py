@@ -139,7 +139,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     ------
     ValueError
         If ``total_env_steps`` < ``workers``, ``options.lock`` or ``config.prioritized`` on Windows, or
-        ``options.sample == "own"`` with ``config.prioritized``.
+        ``options.sample == "own"`` with ``config.prioritized`` or with segments smaller than ``batch_size``.
     WorkerError
         If a worker fails; ``err.partial`` holds the episodes and model so far.
 
@@ -166,6 +166,12 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.prioritized and options.sample == "own":
         raise ValueError("sample='own' needs uniform replay (prioritized=False): the priority tree spans every "
                          "worker's segment")
+    segment = max(config.buffer_size, workers * config.n_envs) // workers
+    if options.sample == "own" and segment < config.batch_size:
+        raise ValueError(f"sample='own' draws each minibatch from one worker's replay segment, and with buffer_size "
+                         f"{config.buffer_size} and n_envs {config.n_envs} a segment of {workers} workers holds "
+                         f"{segment} transitions, fewer than batch_size ({config.batch_size}): no update would ever "
+                         f"be ready; set buffer_size to at least {workers * config.batch_size}")
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
     model = init.online.state_dict()

@@ -100,3 +100,7 @@ def test_sampling_ones_own_segment_runs_and_needs_uniform_replay():
                      lock=False, sample="own")
     with pytest.raises(ValueError, match="sample"):
         dqnlab.train("shared", config, workers=2, progress=False, sample="mine")
+    # a segment that can never hold a minibatch (32 slots split in two: 16 each, batch 32)
+    with pytest.raises(ValueError, match=r"holds 16 transitions, fewer than batch_size \(32\).*at least 64"):
+        dqnlab.train("shared", config.replace(buffer_size=32, batch_size=32), workers=2, progress=False, lock=False,
+                     sample="own")
