@@ -6,8 +6,8 @@ wall-clock budget in one run, its weights copied at several points of it and pla
 after the run (so the time spent evaluating is not training time): at each point,
 1,000 greedy games with a fixed seed. The headline is **time to a player**: the minutes
 of training until the greedy mean score reaches 10,000, and until the 2048 and the 4096
-tile are made in half of the games. A results file (:func:`merge_results`) gathers configurations measured by several
-commands into one table.
+tile are made in half of the games. A results file (:func:`merge_results`) gathers
+configurations measured by several commands into one table.
 """
 
 from __future__ import annotations

@@ -166,10 +166,10 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.prioritized and options.sample == "own":
         raise ValueError("sample='own' needs uniform replay (prioritized=False): the priority tree spans every "
                          "worker's segment")
-    segment = max(config.buffer_size, workers * config.n_envs) // workers
+    segment = min(split_budget(_replay_capacity(config, workers), workers))  # (the smallest)
     if options.sample == "own" and segment < config.batch_size:
         raise ValueError(f"sample='own' draws each minibatch from one worker's replay segment, and with buffer_size "
-                         f"{config.buffer_size} and n_envs {config.n_envs} a segment of {workers} workers holds "
+                         f"{config.buffer_size} and n_envs {config.n_envs} the smallest of {workers} segments holds "
                          f"{segment} transitions, fewer than batch_size ({config.batch_size}): no update would ever "
                          f"be ready; set buffer_size to at least {workers * config.batch_size}")
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2])
@@ -203,6 +203,11 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
 
 
 # ----------------------------------------------------------------------------- the block's layout
+def _replay_capacity(config: TrainConfig, workers: int) -> int:
+    """``C``, the shared buffer's capacity: ``max(buffer_size, K * n_envs)`` (see :func:`shared_layout`)."""
+    return max(config.buffer_size, workers * config.n_envs)
+
+
 def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: int) -> Spec:
     """The arrays of a ``shared`` run: model, optimiser, counters and replay.
 
@@ -223,7 +228,7 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     overwrite part of each step before any update sampled it (the n-tuple presets' replay is one step,
     ``buffer_size == n_envs``), so C is at least ``K * n_envs``.
     """
-    c, k = max(config.buffer_size, workers * config.n_envs), workers
+    c, k = _replay_capacity(config, workers), workers
     n_target = 0 if config.target_update == 1 else n_params
     state = dict(enumerate(width * n_params for _, width in OPTIMIZER_STATE.get(config.optimizer, ())))
     return {
