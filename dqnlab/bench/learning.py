@@ -415,8 +415,9 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
 def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> Any:
     """Minutes of training vs greedy mean score and the share of games reaching 2048, 4096 and 8192
     (one line per configuration, the minutes on a log scale) on four ``axes`` (new ones on a matplotlib Figure when None);
-    returns the figure. A colour per preset and variant (with one of them, per scheme), a line style per
-    scheme (and its options and workers), a marker per seed; the legend goes in the first axes for up to 3 short names, else
+    returns the figure. A colour per preset and variant and a line style per scheme (and its options and
+    workers); with one preset, a colour per configuration (variant, scheme, options, workers) and a line style
+    per variant. A marker per seed; the legend goes in the first axes for up to 3 short names, else
     under the axes (Axes made by the caller must belong to a figure with a constrained layout for that)."""
     if axes is None:
         from matplotlib.figure import Figure
@@ -426,17 +427,19 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
     for r in (r for r in res["rows"] if r["minutes"] is not None):
         curves.setdefault((r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"]),
                           []).append(r)
-    colours = list(dict.fromkeys(k[:2] for k in curves))
-    styles = list(dict.fromkeys(k[2:5] for k in curves))
+    presets = list(dict.fromkeys(k[0] for k in curves))
+    colours = list(dict.fromkeys(k[:2] if len(presets) > 1 else k[1:5] for k in curves))
+    styles = list(dict.fromkeys(k[2:5] if len(presets) > 1 else k[1] for k in curves))
     seeds = list(dict.fromkeys(k[5] for k in curves))
     cycle = [c["color"] for c in __import__("matplotlib").rcParams["axes.prop_cycle"]]
     for (preset, variant, scheme, options, workers, seed), rows in curves.items():
         label = (f"{preset}" + (f" [{variant}]" if variant else "") + f", {scheme}"
                  + (f" ({options})" if options else "") + f" x{workers}"
                  + (f", seed {seed}" if len(seeds) > 1 else ""))
-        colour = (colours.index((preset, variant)) if len(colours) > 1 else styles.index((scheme, options, workers)))
-        look = dict(color=cycle[colour % len(cycle)],
-                    ls=("-", "--", ":", "-.")[styles.index((scheme, options, workers)) % 4],
+        one = len(presets) == 1
+        colour = colours.index((variant, scheme, options, workers) if one else (preset, variant))
+        style = styles.index(variant if one else (scheme, options, workers))
+        look = dict(color=cycle[colour % len(cycle)], ls=("-", "--", ":", "-.")[style % 4],
                     marker="os^vD"[seeds.index(seed) % 5], ms=3, label=label)
         x = [r["minutes"] for r in rows]
         for ax, key in zip(axes, ("score_mean", "reach_2048", "reach_4096", "reach_8192")):

@@ -45,6 +45,29 @@ def test_points_taken_two_ways_are_said_per_scheme():
     assert _points_how(rows) == f"serial: {POINTS_BY['copy']}; shared (lock=False): {POINTS_BY['resume']}"
 
 
+def test_the_figure_tells_every_configuration_apart():
+    from dqnlab.bench.learning import learning_figure
+
+    def rows(preset, variant, scheme, seed):
+        return [{"preset": preset, "variant": variant, "scheme": scheme, "options": "", "workers": 1, "seed": seed,
+                 "minutes": m, "score_mean": 1.0, "reach_2048": 0.5, "reach_4096": 0.1, "reach_8192": 0.0}
+                for m in (0.5, 1.0)]
+
+    def looks(res):
+        return {line.get_label(): (line.get_color(), line.get_linestyle()) for line in learning_figure(res).axes[0].lines
+                if not line.get_label().startswith("_")}
+
+    one = looks({"rows": [*rows("default", "", "serial", 1), *rows("default", "", "shared", 1),
+                          *rows("default", "n_envs=32", "shared", 1), *rows("default", "", "serial", 2)]})
+    assert len(one) == 4 and len({c for c, _ in one.values()}) == 3  # a colour a configuration (not a seed)
+    styles = {label: ls for label, (_, ls) in one.items()}
+    assert styles["default [n_envs=32], shared x1, seed 1"] != styles["default, shared x1, seed 1"]
+    two = looks({"rows": [*rows("default", "", "serial", 1), *rows("mlp", "", "serial", 1),
+                          *rows("default", "", "shared", 1)]})
+    assert two["default, serial x1"][0] == two["default, shared x1"][0] != two["mlp, serial x1"][0]
+    assert two["default, serial x1"][1] != two["default, shared x1"][1]
+
+
 def test_time_to_player_is_the_first_point_that_makes_one():
     from dqnlab.bench.learning import time_to_player
 
