@@ -427,16 +427,15 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
     for r in (r for r in res["rows"] if r["minutes"] is not None):
         curves.setdefault((r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"]),
                           []).append(r)
-    presets = list(dict.fromkeys(k[0] for k in curves))
-    colours = list(dict.fromkeys(k[:2] if len(presets) > 1 else k[1:5] for k in curves))
-    styles = list(dict.fromkeys(k[2:5] if len(presets) > 1 else k[1] for k in curves))
+    one = len({k[0] for k in curves}) == 1  # (one preset: a colour per configuration, a line style per variant)
+    colours = list(dict.fromkeys(k[1:5] if one else k[:2] for k in curves))
+    styles = list(dict.fromkeys(k[1] if one else k[2:5] for k in curves))
     seeds = list(dict.fromkeys(k[5] for k in curves))
     cycle = [c["color"] for c in __import__("matplotlib").rcParams["axes.prop_cycle"]]
     for (preset, variant, scheme, options, workers, seed), rows in curves.items():
         label = (f"{preset}" + (f" [{variant}]" if variant else "") + f", {scheme}"
                  + (f" ({options})" if options else "") + f" x{workers}"
                  + (f", seed {seed}" if len(seeds) > 1 else ""))
-        one = len(presets) == 1
         colour = colours.index((variant, scheme, options, workers) if one else (preset, variant))
         style = styles.index(variant if one else (scheme, options, workers))
         look = dict(color=cycle[colour % len(cycle)], ls=("-", "--", ":", "-.")[style % 4],
