@@ -21,6 +21,7 @@ from .learning import (
     METHOD_VARIANTS,
     REPLAY_VARIANTS,
     SCHEME_RESULTS,
+    STEP_RESULTS,
     learning_config,
     learning_data,
     learning_figure,
@@ -45,7 +46,7 @@ __all__ = [
     "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
-    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "scheme_learning",
-    "versus_serial",
+    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
+    "scheme_learning", "versus_serial",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

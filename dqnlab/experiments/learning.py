@@ -20,8 +20,8 @@ from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
-           "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "scheme_learning",
-           "versus_serial"]
+           "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
+           "scheme_learning", "versus_serial"]
 
 #: The results file of ``bench learning`` over the schemes (10 minutes of the ``default`` preset, 1,000
 #: greedy games at each point, seeds 1 and 2; its commands are in it and in ``docs/learning.md``): the
@@ -30,6 +30,9 @@ SCHEME_RESULTS = Path(__file__).resolve().parents[2] / "docs" / "learning-scheme
 #: The results file of ``bench learning`` over serial and the 2-worker schemes that made a player soonest in
 #: :data:`SCHEME_RESULTS`, measured again on the compiled core as it is now (the same budget, games and seeds).
 BEST_RESULTS = SCHEME_RESULTS.with_name("learning-best.json")
+#: The results file of ``bench learning`` over serial and :data:`BEST_RESULTS`' fastest 2-worker scheme at its
+#: own step size and at a larger one (``lr=1.5``), all measured in one sitting on one machine.
+STEP_RESULTS = SCHEME_RESULTS.with_name("learning-lr.json")
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
