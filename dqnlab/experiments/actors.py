@@ -18,7 +18,7 @@ def actors_data(workers: Sequence[int] | None = None, seconds: float | None = No
                 seed: int = 0) -> dict[str, Any]:
     """``actors`` as the actor count grows and with three replay-ratio floors, beside ``serial``.
 
-    Each run is ``seconds`` of wall time (default 60; 1 in smoke mode); ``workers`` default 1, 2 and 4
+    Each run is ``seconds`` of wall time (default 60; 0.5 in smoke mode); ``workers`` default 1, 2 and 4
     (2 in smoke mode).
 
     Returns

@@ -20,7 +20,7 @@ def averaged_data(workers: Sequence[int] | None = None, seconds: float | None = 
     """``serial``; ``averaged`` over all-reduce with 1, 2, 4 workers (effective batch K x B);
     ``averaged`` x2 over the joblib round trip; and x2 with each ``average_every`` (local SGD).
 
-    Each run is ``seconds`` of wall time (default 60; 1 in smoke mode); ``workers`` default 1, 2 and 4,
+    Each run is ``seconds`` of wall time (default 60; 0.5 in smoke mode); ``workers`` default 1, 2 and 4,
     ``average_every`` 1, 4 and 16 (in smoke mode 2 workers, and 1 and 8).
 
     Returns

@@ -56,8 +56,8 @@ class Budget:
 
 #: The budgets the notebooks' conclusions are drawn from.
 FULL = Budget(smoke=False, run_s=60.0, greedy_games=100, checkpoints=6)
-#: Smoke mode's: a run that trains for a second and a figure with data (the test suite's).
-SMOKE = Budget(smoke=True, run_s=1.0, greedy_games=16, checkpoints=2)
+#: Smoke mode's: a run that trains for half a second and a figure with data (the test suite's).
+SMOKE = Budget(smoke=True, run_s=0.5, greedy_games=16, checkpoints=2)
 
 _chosen: Budget | None = None  # chosen in code (use); None: the environment's
 

@@ -57,7 +57,7 @@ def compare_data(workers: int = 2, seconds: float | None = None,
     workers : int
         Workers of every parallel scheme (``serial`` always runs one).
     seconds : float, optional
-        Budget of each run (default 120 s; 1 s in smoke mode).
+        Budget of each run (default 120 s; 0.5 s in smoke mode).
     schemes : list of str, optional
         Default: every scheme in :data:`dqnlab.SCHEMES`, serial first.
 

@@ -21,7 +21,7 @@ def independent_data(workers: int = 2, seconds: float | None = None,
         ``schedules``: one :class:`Trial` per schedule (``none`` first); ``intervals``:
         ``periodic`` trials with ``sync_every`` of 50, 250 and 1,000 updates (empty in
         smoke mode); ``sync_every`` (250 updates; 20); ``workers``; ``seconds`` (of each run: default 60;
-        1 in smoke mode, which runs only ``none`` and ``periodic``).
+        0.5 in smoke mode, which runs only ``none`` and ``periodic``).
     """
     b = chosen()
     seconds = b.run_s if seconds is None else seconds

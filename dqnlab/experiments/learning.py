@@ -85,7 +85,7 @@ def learning_data(minutes: float | None = None, games: int | None = None,
     (lock-free, as Jaskowski 2018 trains n-tuple networks).
 
     A small :func:`dqnlab.bench.learning.bench_learning`: each run stops at several points
-    of its budget (``minutes``, default 3; in smoke mode 1/60 (a second), with the smoke settings of
+    of its budget (``minutes``, default 3; in smoke mode 1/120 (half a second), with the smoke settings of
     :func:`learning_config`, and without ``cnn`` and the plain ``mlp``; at its end only) and plays ``games``
     greedy games there (default 1,000; 32).
     Returns its result dict (``rows``, ``time_to_player``, ``machine``, ...).
@@ -116,7 +116,7 @@ def replay_data(minutes: float | None = None, games: int | None = None, seeds: t
     replay, prioritized replay, 3-step returns and both (what ``python -m dqnlab bench learning
     --presets ntuple-small --variants plain,prioritized,n_step=3,prioritized+n_step=3`` measures).
 
-    Budget: ``minutes`` per run (default 3; in smoke mode 1/60, with the smoke settings of
+    Budget: ``minutes`` per run (default 3; in smoke mode 1/120, with the smoke settings of
     :func:`learning_config`, one point at its end), ``games`` greedy games per point (default 1,000; 32), each of
     ``seeds``; ``variants`` default :data:`REPLAY_VARIANTS` (in smoke mode plain and
     ``prioritized+n_step=3``). Returns the :func:`dqnlab.bench.learning.bench_learning`-shaped dict.

@@ -54,7 +54,7 @@ def project_days(seconds_per_move: float, moves_per_episode: float, episodes: in
 def serial_data(seconds: float | None = None, seed: int = 0) -> dict[str, Any]:
     """The legacy per-transition loop vs the batched update, and two serial runs.
 
-    ``seconds`` is the budget of each serial run (default 60 s; 1 s in smoke mode).
+    ``seconds`` is the budget of each serial run (default 60 s; 0.5 s in smoke mode).
 
     Returns
     -------

@@ -21,7 +21,7 @@ def sharded_data(workers: Sequence[int] | None = None,
 
     The replay ratio (samples per env step) is kept, so a larger batch means fewer,
     larger updates. With one worker the channel plays no part, so it runs once
-    (all-reduce). Each run is ``seconds`` of wall time (default 30; 1 in smoke mode); ``workers``
+    (all-reduce). Each run is ``seconds`` of wall time (default 30; 0.5 in smoke mode); ``workers``
     default 1, 2 and 4, ``batch_sizes`` 64, 256 and 1,024 (in smoke mode 2 workers, batches of 64).
 
     Returns

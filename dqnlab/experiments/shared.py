@@ -19,7 +19,7 @@ def shared_data(workers: Sequence[int] | None = None, seconds: float | None = No
 
     Then the workers as processes and as threads (``threads=True``), two of them lock-free on the n-tuple
     ``default`` preset (in smoke mode ``ntuple-small`` with a small replay), whose compiled core releases
-    the GIL. Each run is ``seconds`` of wall time (default 60; 1 in smoke mode); ``workers`` default
+    the GIL. Each run is ``seconds`` of wall time (default 60; 0.5 in smoke mode); ``workers`` default
     1, 2 and 4 (2 in smoke mode).
 
     Returns
