@@ -4,6 +4,13 @@ An n-tuple network's tables are read at random (the 4x6 set: 268 MB), so nearly 
 misses the TLB on 4 KiB pages; on 2 MiB pages it hits. On Linux with transparent huge pages in
 ``madvise`` or ``always`` mode, :func:`zeros` maps private anonymous memory and asks for huge pages
 (``madvise(MADV_HUGEPAGE)``); elsewhere it is ``numpy.zeros``.
+
+A fork shares such memory with its child copy-on-write, and while the child lives, the first write to
+each 2 MiB page of the parent's copies out 4 KiB of it and maps the rest as 4 KiB pages too (the kernel
+splits a huge page it must copy): a table written while a forked process lives -- a
+``multiprocessing.Manager``'s, which :class:`dqnlab.parallel.tasks.TaskGroup` forks -- leaves huge pages
+as it learns. Memory that no child can use (``inherit=False``) is therefore kept out of forks
+(``madvise(MADV_DONTFORK)``).
 """
 
 from __future__ import annotations
@@ -18,8 +25,13 @@ __all__ = ["zeros"]
 MIN_BYTES = 8 << 20
 
 
-def zeros(shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
-    """A zeroed, writeable, C-contiguous array of ``shape`` and ``dtype``, on huge pages where possible."""
+def zeros(shape: tuple[int, ...], dtype: type = np.float32, inherit: bool = True) -> np.ndarray:
+    """A zeroed, writeable, C-contiguous array of ``shape`` and ``dtype``, on huge pages where possible.
+
+    ``inherit=False``: a process forked from this one does not get the array's memory at all (where the
+    OS can leave it out of forks; reading it there is a segmentation fault), so that writing it here
+    never copies it (see the module). For memory only this process uses, such as the tables its threads
+    train."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
     advise = getattr(mmap, "MADV_HUGEPAGE", None)
@@ -30,4 +42,6 @@ def zeros(shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
         buf.madvise(advise)
     except OSError:  # pragma: no cover - a kernel without transparent huge pages
         pass
+    if not inherit and hasattr(mmap, "MADV_DONTFORK"):
+        buf.madvise(mmap.MADV_DONTFORK)
     return np.frombuffer(buf, dtype).reshape(shape)

@@ -46,7 +46,9 @@ class _PrivateBlock:
     blocks: ClassVar[dict[str, _PrivateBlock]] = {}
 
     def __init__(self, size: int):
-        self.buf = memoryview(core_memory.zeros((size,), np.uint8))
+        # (kept out of forks: the task group's manager, forked while the block's tables are written, would
+        # otherwise take them off huge pages, see dqnlab.core.memory)
+        self.buf = memoryview(core_memory.zeros((size,), np.uint8, inherit=False))
         self.name = f"dqnlab-private-{os.getpid()}-{id(self):x}"
         _PrivateBlock.blocks[self.name] = self
 
