@@ -28,10 +28,10 @@ MIN_BYTES = 8 << 20
 def zeros(shape: tuple[int, ...], dtype: type = np.float32, inherit: bool = True) -> np.ndarray:
     """A zeroed, writeable, C-contiguous array of ``shape`` and ``dtype``, on huge pages where possible.
 
-    ``inherit=False``: a process forked from this one does not get the array's memory at all (where the
-    OS can leave it out of forks; reading it there is a segmentation fault), so that writing it here
-    never copies it (see the module). For memory only this process uses, such as the tables its threads
-    train."""
+    ``inherit=False``: a process forked from this one does not get the array's memory at all (an array
+    of at least :data:`MIN_BYTES`, where the OS can leave memory out of forks; reading it there is a
+    segmentation fault), so that writing it here never copies it (see the module). For memory only this
+    process uses, such as the tables its threads train."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
     advise = getattr(mmap, "MADV_HUGEPAGE", None)
