@@ -295,7 +295,11 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
     (["bench", "learning", "--seconds", "3"], "bench learning takes"),
     (["bench", "learning", "--schemes", "shared:lock=maybe"], "scheme spec 'shared:lock=maybe': lock:"),
     (["bench", "learning", "--schemes", "serial:lock=false"], "serial takes options none, not 'lock'"),
-    (["bench", "game", "--results", "r.json"], "--results, --redraw, --summary and --keep apply only to 'bench learning'"),
+    (["bench", "game", "--results", "r.json"], "--results, --redraw, --summary, --sittings and --keep apply only to 'bench learning'"),
+    (["bench", "game", "--sittings", "a.json"], "apply only to 'bench learning'"),
+    (["bench", "learning", "--sittings", "a.json", "--seeds", "1"], "--sittings trains nothing and writes only --summary: it does not take --seeds"),
+    (["bench", "learning", "--sittings", "a.json", "--redraw", "--write", "x.md"], "it does not take --write, --redraw"),
+    (["bench", "learning", "--sittings", ","], "--sittings must be comma-separated results files"),
     (["bench", "game", "--minutes", "3"], "apply only to 'bench learning'"),
     (["bench", "game", "--variants", "plain"], "--variants, --figure"),
     (["bench", "learning", "--run", "runs/x"], "--run, --depths and --seed apply only to 'bench search'"),
@@ -354,6 +358,44 @@ def test_bench_learning_redraw_writes_the_results_files_section_and_figure(tmp_p
     text = doc.read_text()
     assert "<!-- bench learning 1 min (schemes) -->" in text and "Command: `python -m dqnlab bench learning --seeds 1`" in text
     assert "![learning curves](schemes.png)" in text and png.stat().st_size > 0
+
+
+def test_bench_learning_sittings_puts_each_seed_beside_serials_in_its_file(tmp_path, capsys):
+    from dqnlab.bench.report import machine_info
+    from dqnlab.cli import main
+
+    def curve(scheme, seed, points):  # (minutes, share of games making 4096, env steps) at each point
+        return [{"preset": "default", "network": "ntuple", "variant": "", "scheme": scheme,
+                 "options": "" if scheme == "serial" else "threads=True", "workers": 1 if scheme == "serial" else 2,
+                 "seed": seed, "minutes": m, "env_steps": steps, "updates": 1, "score_mean": 50_000.0,
+                 "score_median": 1.0, "reach_1024": 1.0, "reach_2048": 0.9, "reach_4096": r, "reach_8192": 0.0,
+                 "status": "completed"} for m, r, steps in points]
+
+    files = []
+    for name, share in (("one", 0.25), ("two", 0.75)):  # shared's seed 2 at its first point
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"machine": machine_info(), "minutes": 2.0, "games": 10, "rows": [
+            *curve("serial", 1, [(1, 0.0, 0), (2, 1.0, 600)]), *curve("serial", 2, [(1, 0.25, 100), (2, 0.75, 500)]),
+            *curve("shared", 1, [(1, 0.5, 400), (2, 1.0, 900)]), *curve("shared", 2, [(1, share, 200), (2, 1.0, 600)])]}))
+        files.append(str(path))
+    readme = tmp_path / "README.md"
+    readme.write_text("# text\n")
+    assert main(["bench", "learning", "--sittings", ",".join(files), "--summary", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("# text\n") and "<!-- bench learning 2 min sittings versus serial -->" in text
+    # both serial seeds cross half at 1.5 minutes, after 300 env steps (interpolated): 200 env steps/min
+    assert text.count("| serial | 1 | 1 | 1.50 | 1.00 | 300 | 1.00 | 3 | 1.00 |") == 2
+    # shared's seed 1 is past half at its first point: 1 minute, 400 env steps, 2x serial's env steps a second
+    assert text.count("| shared (threads=True) | 2 | 1 | 1.00 | 0.67 | 400 | 1.33 | 7 | 2.00 |") == 2
+    # seed 2: 0.25 -> 1.0 crosses half a third of the way in file one (1.33 minutes), at the first point in two
+    assert "| one | " in text and "| shared (threads=True) | 2 | 2 | 1.33 | 0.89 | 333 | 1.11 | 4 | 1.25 |" in text
+    assert "| two | " in text and "| shared (threads=True) | 2 | 2 | 1.00 | 0.67 | 200 | 0.67 | 3 | 1.00 |" in text
+    assert ("shared (threads=True): 0.67x-0.89x serial's minutes, median 0.67x (4 of 4 seeds made the player)"
+            in text)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"machine": machine_info(), "minutes": 3.0, "games": 10, "rows": []}))
+    assert main(["bench", "learning", "--sittings", f"{files[0]},{other}"]) == 2
+    assert "hold different budgets or numbers of games: one: 2 min, 10 games, other: 3 min" in capsys.readouterr().err
 
 
 def test_cli_rejects_options_of_other_bench_commands(capsys):

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["POINTS", "POINTS_BY", "learning_curve", "bench_learning", "time_to_player", "learning_markdown",
-           "learning_figure", "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown"]
+           "learning_figure", "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown", "sittings",
+           "sittings_markdown"]
 
 #: Fractions of the budget at which the weights are evaluated: about log-spaced, since on the compiled core
 #: a player arrives in the first seconds (of 10 minutes: 12, 21, 30 and 45 s, 1, 1.5, 2, 3, 4, 5.5, 7, 8.5 and 10
@@ -43,6 +44,8 @@ POINTS_BY = {"copy": "in one run, its weights copied at the first progress repor
 PLAYER_SCORE, PLAYER_REACH = 10_000, 0.5
 #: The tiles whose time to be made in half the games :func:`time_to_player` gives.
 PLAYER_TILES = (2048, 4096)
+#: :func:`time_to_player`'s marks: name -> (a point's key, the level that makes a player).
+_MARKS = {"10000": ("score_mean", PLAYER_SCORE), **{f"{t}_in_half": (f"reach_{t}", PLAYER_REACH) for t in PLAYER_TILES}}
 
 
 _ROW_KEYS = ("preset", "network", "variant", "scheme", "workers", "options", "status", "seed", "minutes", "env_steps",
@@ -219,7 +222,8 @@ def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
     Returns one row per (preset, variant, scheme, options, workers, seed): ``minutes_to_10000`` (when the
     greedy mean reached 10,000), ``minutes_to_2048_in_half`` and ``minutes_to_4096_in_half`` (when that
-    tile was made in half the games), None when the budget ran out first; ``budget_minutes``,
+    tile was made in half the games), None when the budget ran out first, and ``env_steps_to_...`` beside
+    each (the env steps of all workers there, interpolated alike; None also for rows without env steps); ``budget_minutes``,
     ``env_steps`` and ``final_score_mean``, ``final_reach_2048``, ``final_reach_4096``,
     ``final_reach_8192`` at the last point; ``status``. Each time is where the curve crosses the mark,
     interpolated linearly between the evaluated points around the crossing (the first point, if it is
@@ -230,32 +234,35 @@ def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         row = out.setdefault(_key(r), {
             "preset": r["preset"], "network": r["network"], "variant": r.get("variant", ""), "scheme": r["scheme"],
-            "options": r["options"], "workers": r["workers"], "seed": r["seed"], "minutes_to_10000": None,
-            **{f"minutes_to_{t}_in_half": None for t in PLAYER_TILES}, "budget_minutes": 0.0, "env_steps": None,
+            "options": r["options"], "workers": r["workers"], "seed": r["seed"],
+            **{f"{at}_to_{mark}": None for mark in _MARKS for at in ("minutes", "env_steps")},
+            "budget_minutes": 0.0, "env_steps": None,
             "final_score_mean": math.nan, **{f"final_reach_{t}": math.nan for t in (2048, 4096, 8192)}})
         row["status"] = r.get("status", "completed")
         if r["minutes"] is None:  # failed before its first point
             continue
         before = last.get(_key(r))
         last[_key(r)] = r
-        if row["minutes_to_10000"] is None and r["score_mean"] >= PLAYER_SCORE:
-            row["minutes_to_10000"] = _crossing(before, r, "score_mean", PLAYER_SCORE)
-        for t in PLAYER_TILES:
-            if row[f"minutes_to_{t}_in_half"] is None and r.get(f"reach_{t}", 0.0) >= PLAYER_REACH:
-                row[f"minutes_to_{t}_in_half"] = _crossing(before, r, f"reach_{t}", PLAYER_REACH)
+        for mark, (key, level) in _MARKS.items():
+            if row[f"minutes_to_{mark}"] is None and (r.get(key) or 0.0) >= level:
+                for at in ("minutes", "env_steps"):
+                    row[f"{at}_to_{mark}"] = _crossing(before, r, key, level, at)
         if r["minutes"] >= row["budget_minutes"]:
             row.update(budget_minutes=r["minutes"], env_steps=r.get("env_steps"), final_score_mean=r["score_mean"],
                        **{f"final_reach_{t}": r.get(f"reach_{t}", math.nan) for t in (2048, 4096, 8192)})
     return list(out.values())
 
 
-def _crossing(before: dict[str, Any] | None, after: dict[str, Any], key: str, mark: float) -> float:
-    """The minutes at which ``key`` reached ``mark``, linear between the point ``before`` (below it) and
-    ``after`` (at or above it); ``after``'s minutes without a point before."""
+def _crossing(before: dict[str, Any] | None, after: dict[str, Any], key: str, mark: float,
+              at: str = "minutes") -> float | None:
+    """The ``at`` (minutes, or env steps) at which ``key`` reached ``mark``, linear between the point ``before``
+    (below it) and ``after`` (at or above it); ``after``'s without a point before; None where a point lacks ``at``."""
     if before is None or before.get(key) is None or before[key] >= mark:
-        return after["minutes"]
+        return after.get(at)
+    if before.get(at) is None or after.get(at) is None:
+        return None
     share = (mark - before[key]) / (after[key] - before[key])
-    return before["minutes"] + share * (after["minutes"] - before["minutes"])
+    return before[at] + share * (after[at] - before[at])
 
 
 def _runs(res: dict[str, Any]) -> list[dict[str, Any]]:
@@ -521,4 +528,79 @@ def versus_serial_markdown(res: dict[str, Any]) -> str:
         f"{budget:g} minutes of training each, {res['games']:,} greedy games at every point; the slowest of "
         f"{max(r['seeds'] for r in rows) if rows else 0} seeds (median mean score and env steps/s), from "
         f"{len(runs) or 1} `bench learning` command(s).",
+    ])
+
+
+def sittings(results: Sequence[tuple[str, dict[str, Any]]], tile: int = 4096) -> pd.DataFrame:
+    """The same configurations measured in several results files (sittings: the commands run again at another
+    time, on a host whose speed drifts), each seed against serial's same seed in the same file.
+
+    ``results``: ``(name, results file's dict)`` pairs (:func:`merge_results`'s). One row per file, configuration
+    and seed, in the files' order, serial's first in each: ``sitting`` (the name), ``measured`` (the UTC date and
+    time of the file's first command), ``configuration``, ``seed``, ``minutes`` and ``env_steps`` to ``tile`` in half
+    the games (:func:`time_to_player`; NaN where the budget ran out first), ``env_steps_per_s`` up to there (all
+    workers), each with ``x serial`` (its ratio to serial's same preset and seed in the same file: the plain
+    variant's; NaN without one), and ``mean_at_end``; ``configuration`` names the preset where a file has several. The ratio of minutes is that of env steps over that of env steps per second.
+
+    Raises
+    ------
+    ValueError
+        If the files' budgets or numbers of games differ (their points would not compare).
+    """
+    import pandas as pd
+
+    if len({(res["minutes"], res["games"]) for _, res in results}) > 1:
+        raise ValueError("the sittings' results files hold different budgets or numbers of games: "
+                         + ", ".join(f"{name}: {res['minutes']:g} min, {res['games']} games" for name, res in results))
+    mark = f"{tile}_in_half"
+    rows = []
+    for name, res in results:
+        first = min((run["machine"].get("date_utc", "") for run in _runs(res)), default="").removesuffix(" UTC")
+        table = pd.DataFrame(time_to_player(res["rows"]))
+        if table.empty:
+            continue
+        table = table.astype({f"minutes_to_{mark}": float, f"env_steps_to_{mark}": float})
+        table["variant"] = table["variant"].fillna("")
+        several = table["preset"].nunique() > 1
+        table["configuration"] = [(f"{p}: " if several else "") + s + "".join(f" ({x})" for x in (o, v) if x)
+                                  for p, s, o, v in zip(table["preset"], table["scheme"], table["options"], table["variant"])]
+        table["minutes"] = table[f"minutes_to_{mark}"]
+        table["env_steps"] = table[f"env_steps_to_{mark}"]
+        table["env_steps_per_s"] = table["env_steps"] / (60.0 * table["minutes"])
+        table = table.sort_values("scheme", key=lambda s: s != "serial", kind="stable")
+        serial = table[(table["scheme"] == "serial") & (table["variant"] == "")].drop_duplicates(["preset", "seed"])
+        same = pd.MultiIndex.from_frame(table[["preset", "seed"]])
+        for col in ("minutes", "env_steps", "env_steps_per_s"):
+            base = serial.set_index(["preset", "seed"])[col].reindex(same).to_numpy(dtype=float)
+            table[f"x serial {col}"] = table[col].to_numpy() / base
+        table["sitting"], table["measured"] = name, first
+        rows.append(table.rename(columns={"final_score_mean": "mean_at_end"}))
+    columns = ["sitting", "measured", "configuration", "workers", "seed", "minutes", "x serial minutes", "env_steps",
+               "x serial env_steps", "env_steps_per_s", "x serial env_steps_per_s", "mean_at_end"]
+    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
+
+
+def sittings_markdown(results: Sequence[tuple[str, dict[str, Any]]], tile: int = 4096) -> str:
+    """:func:`sittings` as a markdown table, with what its columns are."""
+    table = sittings(results, tile)
+    budget = results[0][1]["minutes"] if results else 0
+    spans = []
+    for name, ratios in table[table["configuration"] != "serial"].groupby("configuration", sort=False)["x serial minutes"]:
+        made = ratios.dropna()
+        spans.append(f"{name}: {made.min():.2f}x-{made.max():.2f}x serial's minutes, median {made.median():.2f}x "
+                     f"({len(made)} of {len(ratios)} seeds made the player)" if len(made) else
+                     f"{name}: no seed made the player ({len(ratios)} seeds)")
+    return "\n".join([
+        md_table(table.to_dict("records"), {
+            "sitting": "sitting", "measured": "measured (UTC)", "configuration": "configuration",
+            "workers": "workers", "seed": "seed", "minutes": f"minutes to {tile} in half",
+            "x serial minutes": "x serial's (same seed)", "env_steps": "env steps there",
+            "x serial env_steps": "x serial's", "env_steps_per_s": "env steps/s to there",
+            "x serial env_steps_per_s": "x serial's", "mean_at_end": f"mean at {budget:g} min"},
+            {"minutes": "{:.2f}", "x serial minutes": "{:.2f}", "env_steps": "{:,.0f}", "x serial env_steps": "{:.2f}",
+             "env_steps_per_s": "{:,.0f}", "x serial env_steps_per_s": "{:.2f}", "mean_at_end": "{:,.0f}"}),
+        "",
+        f"{len(results)} results files of {budget:g}-minute runs, {results[0][1]['games'] if results else 0:,} greedy "
+        f"games at every point; each seed against serial's same seed in the same file (the minutes' ratio is the env "
+        f"steps' over the env steps/s'). " + "; ".join(spans) + ("." if spans else ""),
     ])

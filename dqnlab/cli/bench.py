@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..player import MAX_SEARCH
@@ -27,9 +28,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "search":
         return _cmd_bench_search(args)
     if any(v is not None for v in (args.presets, args.minutes, args.games, args.seeds, args.variants, args.figure,
-                                   args.results, args.keep, args.summary)) or args.redraw:
-        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --results, --redraw, --summary "
-                         "and --keep "
+                                   args.results, args.keep, args.summary, args.sittings)) or args.redraw:
+        raise ValueError("--presets, --minutes, --games, --seeds, --variants, --figure, --results, --redraw, --summary, "
+                         "--sittings and --keep "
                          "apply only to 'bench learning' (--games also to 'bench search')")
     if args.what != "scaling" and any(v is not None for v in (args.schemes, args.workers, args.seconds,
                                                                 args.eval_games)):
@@ -126,6 +127,8 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
             or args.no_keras or args.compile or args.threads != 1:
         raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
                          "--seeds, --keep, --results, --redraw, --write, --summary, --figure and --json")
+    if args.sittings is not None:
+        return _cmd_bench_sittings(args)
     trains = {"--presets": args.presets, "--schemes": args.schemes, "--workers": args.workers, "--minutes": args.minutes,
               "--games": args.games, "--seeds": args.seeds, "--variants": args.variants, "--keep": args.keep}
     if args.redraw and any(v is not None for v in trains.values()):
@@ -143,12 +146,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     schemes = csv_items(args.schemes, "serial,shared")
     old = None
     if args.results is not None and args.results.exists():
-        try:
-            old = json.loads(args.results.read_text())
-        except (OSError, ValueError) as e:
-            raise ValueError(f"--results {args.results}: not a results file of bench learning ({e})") from None
-        if not isinstance(old, dict) or not {"minutes", "games", "rows", "machine"} <= set(old):
-            raise ValueError(f"--results {args.results}: not a results file of bench learning")
+        old = _read_results(args.results, "--results")
         if not args.redraw and (old["minutes"], old["games"]) != (args.minutes or 10.0, args.games or 1_000):
             raise ValueError(f"--results {args.results} holds {old['minutes']:g}-minute runs of {old['games']} games: "
                              f"give the same --minutes and --games")
@@ -190,6 +188,43 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
                       for r in res["rows"]])
         print()
         _print_table(res["time_to_player"])
+    return 0
+
+
+def _read_results(path: Path, flag: str) -> dict[str, Any]:
+    """A results file of ``bench learning`` (``flag`` names where it was given, for the error)."""
+    try:
+        res = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{flag} {path}: not a results file of bench learning ({e})") from None
+    if not isinstance(res, dict) or not {"minutes", "games", "rows", "machine"} <= set(res):
+        raise ValueError(f"{flag} {path}: not a results file of bench learning")
+    return res
+
+
+def _cmd_bench_sittings(args: argparse.Namespace) -> int:
+    """``bench learning --sittings A,B,...``: the results files side by side, each seed against serial's."""
+    from ..bench import write_section
+    from ..bench.learning import sittings, sittings_markdown
+
+    others = {"--presets": args.presets, "--schemes": args.schemes, "--workers": args.workers,
+              "--minutes": args.minutes, "--games": args.games, "--seeds": args.seeds, "--variants": args.variants,
+              "--keep": args.keep, "--results": args.results, "--write": args.write, "--figure": args.figure}
+    given = [flag for flag, v in others.items() if v is not None] + (["--redraw"] if args.redraw else [])
+    if given:
+        raise ValueError(f"--sittings trains nothing and writes only --summary: it does not take {', '.join(given)}")
+    paths = [Path(p) for p in csv_items(args.sittings, "")]
+    if len(paths) < 1:
+        raise ValueError(f"--sittings must be comma-separated results files of bench learning, got {args.sittings!r}")
+    results = [(p.stem, _read_results(p, "--sittings")) for p in paths]
+    table = sittings(results)
+    if args.summary is not None:
+        write_section(args.summary, f"learning {results[0][1]['minutes']:g} min sittings versus serial",
+                      sittings_markdown(results))
+    if args.json:
+        print(table.to_json(orient="records", indent=2))
+    else:
+        _print_table(table.to_dict("records"))
     return 0
 
 

@@ -160,6 +160,11 @@ def _add_bench(sub) -> None:
     b.add_argument("--summary", type=Path, metavar="PATH",
                    help="learning: also write each configuration against serial (slowest seed, minutes to a player "
                         "and their ratios to serial's) as markdown into PATH (its own section; e.g. README.md)")
+    b.add_argument("--sittings", metavar="JSON,JSON,...",
+                   help="learning: train nothing; compare results files of the same configurations measured at "
+                        "different times, each seed against serial's same seed in the same file (minutes and env "
+                        "steps to 4096 in half the games, env steps/s to there); with --summary PATH, also as "
+                        "markdown there (e.g. docs/learning-lr.json,docs/learning-lr-rerun.json)")
     b.add_argument("--seconds", type=positive_float, help="scaling: seconds of each run (default 20)")
     b.add_argument("--eval-games", type=nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")

@@ -21,6 +21,7 @@ from .learning import (
     METHOD_VARIANTS,
     REPLAY_VARIANTS,
     SCHEME_RESULTS,
+    SITTINGS,
     STEP_RESULTS,
     learning_config,
     learning_data,
@@ -28,6 +29,7 @@ from .learning import (
     methods_data,
     replay_data,
     scheme_learning,
+    sittings,
     step_size_figure,
     step_sizes,
     versus_serial,
@@ -47,6 +49,6 @@ __all__ = [
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
     "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-    "scheme_learning", "versus_serial",
+    "SITTINGS", "scheme_learning", "versus_serial", "sittings",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

@@ -7,21 +7,26 @@ checkpoint."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_player, versus_serial
 from ..bench.learning import learning_figure as draw_learning_curves
+from ..bench.learning import sittings as compare_sittings
 from ..bench.report import machine_info
 from ..config import TrainConfig, family_preset
 from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
            "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-           "scheme_learning", "versus_serial"]
+           "SITTINGS", "scheme_learning", "versus_serial", "sittings"]
 
 #: The results file of ``bench learning`` over the schemes (10 minutes of the ``default`` preset, 1,000
 #: greedy games at each point, seeds 1 and 2; its commands are in it and in ``docs/learning.md``): the
@@ -33,6 +38,11 @@ BEST_RESULTS = SCHEME_RESULTS.with_name("learning-best.json")
 #: The results file of ``bench learning`` over serial and :data:`BEST_RESULTS`' fastest 2-worker scheme at its
 #: own step size and at a larger one (``lr=1.5``), all measured in one sitting on one machine.
 STEP_RESULTS = SCHEME_RESULTS.with_name("learning-lr.json")
+#: The results files of ``bench learning`` over serial and ``shared``'s two lock-free threads at ``lr=1.5``
+#: (:data:`STEP_RESULTS` the first), each measured in a sitting of its own (its commands one after another, at
+#: another time of the host's drifting speed), in the order they were measured.
+SITTINGS = tuple(SCHEME_RESULTS.with_name(f"learning-{name}.json")
+                 for name in ("lr", "lr-rerun", "hugepages", "hugepages-rerun", "sitting5"))
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
@@ -293,3 +303,22 @@ def scheme_learning(scheme: str | None = None, results: str | Path = SCHEME_RESU
     rows = [r for r in res["rows"] if scheme is None or r["scheme"] in (scheme, "serial")]
     return {**res, "rows": rows, "time_to_player": time_to_player(rows),
             "measured": scheme is None or any(r["scheme"] == scheme for r in rows)}
+
+
+def sittings(results: Sequence[str | Path] = SITTINGS) -> pd.DataFrame:
+    """Each seed of every configuration in several ``bench learning --results`` files against serial's same seed
+    in the same file (:func:`dqnlab.bench.learning.sittings`: minutes and env steps to 4096 in half the games, env
+    steps per second to there, and their ratios to serial's), one file after another.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a file does not exist (an installed package has no ``docs/``).
+    ValueError
+        If the files hold different budgets or numbers of games.
+    """
+    paths = [Path(p) for p in results]
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"no results file {path}: a source checkout has it in docs/")
+    return compare_sittings([(path.stem, json.loads(path.read_text())) for path in paths])

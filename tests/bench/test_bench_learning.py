@@ -84,6 +84,11 @@ def test_time_to_player_is_the_first_point_that_makes_one():
     assert row["final_score_mean"] == 25_000 and row["final_reach_4096"] == 0.5
     (never,) = time_to_player(rows[:1])
     assert never["minutes_to_10000"] is None and never["minutes_to_2048_in_half"] is None
+    assert row["env_steps_to_10000"] is None  # (these points have no env steps)
+    # the env steps there, interpolated alike: 700 -> 1,400 env steps between the points around 10,000
+    (counted,) = time_to_player([{**r, "env_steps": 700 * r["minutes"]} for r in rows])
+    assert counted["env_steps_to_10000"] == pytest.approx(700 * (1 + 5 / 7))
+    assert counted["env_steps_to_4096_in_half"] == 2_800 and counted["minutes_to_10000"] == row["minutes_to_10000"]
 
 
 def test_results_of_several_commands_merge_by_configuration():

@@ -85,6 +85,27 @@ def test_versus_serial_keeps_a_variant_apart_from_its_plain_scheme(results):
     assert "shared (lock=False) (prioritized=True)" in text
 
 
+def test_sittings_put_each_seed_beside_serials_of_its_own_file(results, tmp_path):
+    data = json.loads(results.read_text())
+    again = tmp_path / "again.json"  # a second sitting, on a host twice as fast for serial's seed 2
+    again.write_text(json.dumps({**data, "rows": [
+        {**r, "minutes": r["minutes"] / 2} if (r["scheme"], r["seed"]) == ("serial", 2) else r for r in data["rows"]]}))
+    table = ex.sittings([results, again])
+    assert list(table["sitting"].unique()) == ["schemes", "again"]
+    shared = table[table["configuration"] == "shared (lock=False)"].set_index(["sitting", "seed"])
+    # serial crosses 4096 in half at 2 minutes; shared's seed 1 between 0.1 at 1 minute and 0.6 at 2: 1.8
+    assert shared.loc[("schemes", 1), "minutes"] == pytest.approx(1.8)
+    assert shared.loc[("schemes", 1), "x serial minutes"] == pytest.approx(0.9)
+    assert np.isnan(shared.loc[("schemes", 2), "minutes"])  # never made it
+    assert shared.loc[("again", 1), "x serial minutes"] == pytest.approx(0.9)  # seed 1's serial is as it was
+    serial = table[table["configuration"] == "serial"].set_index(["sitting", "seed"])
+    assert serial.loc[("again", 2), "minutes"] == 1.0 and serial.loc[("again", 2), "x serial minutes"] == 1.0
+    assert serial.loc[("again", 2), "env_steps_per_s"] == pytest.approx(2 * serial.loc[("schemes", 2), "env_steps_per_s"])
+    assert len(table[table["configuration"] == "independent"]) == 4  # never made it: there, without ratios
+    with pytest.raises(FileNotFoundError, match="no results file"):
+        ex.sittings([results, tmp_path / "none.json"])
+
+
 @pytest.mark.parametrize("budget", [ex.FULL, ex.SMOKE], ids=["full", "smoke"])
 def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(monkeypatch, budget):
     from dqnlab.experiments import learning
