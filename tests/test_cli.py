@@ -390,7 +390,7 @@ def test_bench_learning_sittings_puts_each_seed_beside_serials_in_its_file(tmp_p
     # seed 2: 0.25 -> 1.0 crosses half a third of the way in file one (1.33 minutes), at the first point in two
     assert "| one | " in text and "| shared (threads=True) | 2 | 2 | 1.33 | 0.89 | 333 | 1.11 | 4 | 1.25 |" in text
     assert "| two | " in text and "| shared (threads=True) | 2 | 2 | 1.00 | 0.67 | 200 | 0.67 | 3 | 1.00 |" in text
-    assert ("shared (threads=True): 0.67x-0.89x serial's minutes, median 0.67x (4 of 4 seeds made the player)"
+    assert ("shared (threads=True): 0.67x-0.89x serial's minutes, median 0.67x (4 of 4 runs made the player)"
             in text)
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"machine": machine_info(), "minutes": 3.0, "games": 10, "rows": []}))

@@ -588,8 +588,8 @@ def sittings_markdown(results: Sequence[tuple[str, dict[str, Any]]], tile: int =
     for name, ratios in table[table["configuration"] != "serial"].groupby("configuration", sort=False)["x serial minutes"]:
         made = ratios.dropna()
         spans.append(f"{name}: {made.min():.2f}x-{made.max():.2f}x serial's minutes, median {made.median():.2f}x "
-                     f"({len(made)} of {len(ratios)} seeds made the player)" if len(made) else
-                     f"{name}: no seed made the player ({len(ratios)} seeds)")
+                     f"({len(made)} of {len(ratios)} runs made the player)" if len(made) else
+                     f"{name}: no run made the player ({len(ratios)} runs)")
     return "\n".join([
         md_table(table.to_dict("records"), {
             "sitting": "sitting", "measured": "measured (UTC)", "configuration": "configuration",
@@ -601,6 +601,6 @@ def sittings_markdown(results: Sequence[tuple[str, dict[str, Any]]], tile: int =
              "env_steps_per_s": "{:,.0f}", "x serial env_steps_per_s": "{:.2f}", "mean_at_end": "{:,.0f}"}),
         "",
         f"{len(results)} results files of {budget:g}-minute runs, {results[0][1]['games'] if results else 0:,} greedy "
-        f"games at every point; each seed against serial's same seed in the same file (the minutes' ratio is the env "
-        f"steps' over the env steps/s'). " + "; ".join(spans) + ("." if spans else ""),
+        f"games at every point; each run against serial's run of the same seed in the same file (the minutes' ratio is "
+        f"the env steps' over the env steps/s'). " + "; ".join(spans) + ("." if spans else ""),
     ])
