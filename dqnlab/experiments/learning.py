@@ -42,7 +42,7 @@ STEP_RESULTS = SCHEME_RESULTS.with_name("learning-lr.json")
 #: (:data:`STEP_RESULTS` the first), each measured in a sitting of its own (its commands one after another, at
 #: another time of the host's drifting speed), in the order they were measured.
 SITTINGS = tuple(SCHEME_RESULTS.with_name(f"learning-{name}.json")
-                 for name in ("lr", "lr-rerun", "hugepages", "hugepages-rerun", "sitting5"))
+                 for name in ("lr", "lr-rerun", "hugepages", "hugepages-rerun", "sitting5", "sitting6"))
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
