@@ -126,7 +126,7 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
     if args.seconds is not None or args.eval_games is not None or args.bench_n_envs is not None or args.quick \
             or args.no_keras or args.compile or args.threads != 1:
         raise ValueError("bench learning takes --presets, --variants, --schemes, --workers, --minutes, --games, "
-                         "--seeds, --keep, --results, --redraw, --write, --summary, --figure and --json")
+                         "--seeds, --keep, --results, --redraw, --sittings, --write, --summary, --figure and --json")
     if args.sittings is not None:
         return _cmd_bench_sittings(args)
     trains = {"--presets": args.presets, "--schemes": args.schemes, "--workers": args.workers, "--minutes": args.minutes,
