@@ -212,6 +212,11 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     return rows
 
 
+def _configuration(scheme: str, options: str, variant: str) -> str:
+    """A configuration's name in the tables: ``scheme (options) (variant)``, each part only where it is set."""
+    return scheme + "".join(f" ({x})" for x in (options, variant) if x)
+
+
 def _key(r: dict[str, Any]) -> tuple:
     """A row's configuration and seed."""
     return r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"]
@@ -223,7 +228,8 @@ def time_to_player(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     Returns one row per (preset, variant, scheme, options, workers, seed): ``minutes_to_10000`` (when the
     greedy mean reached 10,000), ``minutes_to_2048_in_half`` and ``minutes_to_4096_in_half`` (when that
     tile was made in half the games), None when the budget ran out first, and ``env_steps_to_...`` beside
-    each (the env steps of all workers there, interpolated alike; None also for rows without env steps); ``budget_minutes``,
+    each (the env steps of all workers there, interpolated alike; None also for rows without env steps);
+    ``budget_minutes``,
     ``env_steps`` and ``final_score_mean``, ``final_reach_2048``, ``final_reach_4096``,
     ``final_reach_8192`` at the last point; ``status``. Each time is where the curve crosses the mark,
     interpolated linearly between the evaluated points around the crossing (the first point, if it is
@@ -511,7 +517,7 @@ def versus_serial_markdown(res: dict[str, Any]) -> str:
     never got there), with where the rows come from (``docs/learning.md``'s section of the same file)."""
     budget = res["minutes"]
     table = versus_serial(res)
-    rows = [{**r, "configuration": f"{r['scheme']}" + "".join(f" ({x})" for x in (r["options"], r["variant"]) if x)}
+    rows = [{**r, "configuration": _configuration(r["scheme"], r["options"], r["variant"])}
             for r in table.to_dict("records")]
     times = ("to 10,000", "to 2048 in half", "to 4096 in half")
     for r in rows:
@@ -540,7 +546,8 @@ def sittings(results: Sequence[tuple[str, dict[str, Any]]], tile: int = 4096) ->
     time of the file's first command), ``configuration``, ``seed``, ``minutes`` and ``env_steps`` to ``tile`` in half
     the games (:func:`time_to_player`; NaN where the budget ran out first), ``env_steps_per_s`` up to there (all
     workers), each with ``x serial`` (its ratio to serial's same preset and seed in the same file: the plain
-    variant's; NaN without one), and ``mean_at_end``; ``configuration`` names the preset where a file has several. The ratio of minutes is that of env steps over that of env steps per second.
+    variant's; NaN without one), and ``mean_at_end``; ``configuration`` names the preset where a file has
+    several. The ratio of minutes is that of env steps over that of env steps per second.
 
     Raises
     ------
@@ -562,7 +569,7 @@ def sittings(results: Sequence[tuple[str, dict[str, Any]]], tile: int = 4096) ->
         table = table.astype({f"minutes_to_{mark}": float, f"env_steps_to_{mark}": float})
         table["variant"] = table["variant"].fillna("")
         several = table["preset"].nunique() > 1
-        table["configuration"] = [(f"{p}: " if several else "") + s + "".join(f" ({x})" for x in (o, v) if x)
+        table["configuration"] = [(f"{p}: " if several else "") + _configuration(s, o, v)
                                   for p, s, o, v in zip(table["preset"], table["scheme"], table["options"], table["variant"])]
         table["minutes"] = table[f"minutes_to_{mark}"]
         table["env_steps"] = table[f"env_steps_to_{mark}"]
