@@ -67,7 +67,7 @@ def test_versus_serial_puts_serial_first_whatever_the_files_order(results):
 
 
 def test_versus_serial_keeps_a_variant_apart_from_its_plain_scheme(results):
-    from dqnlab.bench.learning import versus_serial_markdown
+    from dqnlab.bench.learning import time_to_player, versus_serial_markdown
 
     data = json.loads(results.read_text())
     variant = [{**_row("shared", "lock=False", seed, 2.0, 5_000, 0.0, 0.0), "variant": "prioritized=True"}
@@ -82,7 +82,9 @@ def test_versus_serial_keeps_a_variant_apart_from_its_plain_scheme(results):
     plain = table[table["scheme"] == "serial"].set_index("variant")
     assert table.iloc[0]["variant"] == "" and plain.loc["", "x serial to 2048 in half"] == 1.0  # the plain baseline
     text = versus_serial_markdown({**data, "time_to_player": ex.scheme_learning(None, results)["time_to_player"]})
-    assert "shared (lock=False) (prioritized=True)" in text
+    assert "shared (lock=False) (prioritized=True)" in text and "the slowest of 2 seeds (median" in text
+    one = {**data, "rows": [r for r in data["rows"] if r["seed"] == 1]}
+    assert "; one seed (its mean score" in versus_serial_markdown({**one, "time_to_player": time_to_player(one["rows"])})
 
 
 def test_sittings_put_each_seed_beside_serials_of_its_own_file(results, tmp_path):
