@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
            "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-           "SITTINGS", "scheme_learning", "versus_serial", "sittings"]
+           "EVERY_SCHEME_RESULTS", "SITTINGS", "scheme_learning", "versus_serial", "sittings"]
 
 #: The results file of ``bench learning`` over the schemes (10 minutes of the ``default`` preset, 1,000
 #: greedy games at each point, seeds 1 and 2; its commands are in it and in ``docs/learning.md``): the
@@ -38,6 +38,9 @@ BEST_RESULTS = SCHEME_RESULTS.with_name("learning-best.json")
 #: The results file of ``bench learning`` over serial and :data:`BEST_RESULTS`' fastest 2-worker scheme at its
 #: own step size and at a larger one (``lr=1.5``), all measured in one sitting on one machine.
 STEP_RESULTS = SCHEME_RESULTS.with_name("learning-lr.json")
+#: The results file of ``bench learning`` over every scheme again on the compiled core as it is now (the same budget
+#: and games, one sitting; seeds and configurations added as they are measured).
+EVERY_SCHEME_RESULTS = SCHEME_RESULTS.with_name("learning-every-scheme.json")
 #: The results files of ``bench learning`` over serial and ``shared``'s two lock-free threads at ``lr=1.5``
 #: (:data:`STEP_RESULTS` the first), each measured in a sitting of its own (its commands one after another, at
 #: another time of the host's drifting speed), in the order they were measured.

@@ -122,3 +122,11 @@ def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(
         assert base.replace(max_seconds=want.max_seconds, total_env_steps=want.total_env_steps) == want
     assert seen["preset"] == "ntuple-small" and base.batch_size < base.buffer_size
     assert base.replace(prioritized=True, n_step=3).prioritized
+
+
+@pytest.mark.parametrize("path", [ex.SCHEME_RESULTS, ex.BEST_RESULTS, ex.STEP_RESULTS, ex.EVERY_SCHEME_RESULTS,
+                                  *ex.SITTINGS], ids=lambda p: p.stem)
+def test_the_results_files_the_notebooks_read_are_in_the_checkout_with_serial_beside_each_scheme(path):
+    data = ex.scheme_learning(None, path)
+    assert {"serial"} < {r["scheme"] for r in data["rows"]}  # serial, and at least one scheme beside it
+    assert all(t["final_score_mean"] > 0 for t in data["time_to_player"] if t["status"] == "completed")
