@@ -319,6 +319,16 @@ def _argmax_legal(q):
 
 
 @kernel
+def _learning_ready(hp, env_steps_of_all, own_env_steps, learners):
+    """Whether a learner's updates begin: ``learning_starts`` env steps of all ``learners`` that train the
+    weights (``shared``'s workers count together, as one learner), and this learner's own share of them,
+    ``learning_starts / learners``: its own games, started together, have drifted apart as far as the
+    others' (a worker that joins late would otherwise train at once on its opening boards, whose shared
+    rows take one summed step per sample: the blow-up ``learning_starts`` exists to avoid)."""
+    return env_steps_of_all >= hp.learning_starts and own_env_steps * learners >= hp.learning_starts
+
+
+@kernel
 def _filled(size, hp, me):
     """The filled slots a minibatch is drawn from: every segment's (``size`` ``(K,)`` int64), or with
     ``hp.own_segment`` segment ``me``'s."""
@@ -558,7 +568,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
     from ``ctr['records']``), after the step that brings this learner's updates to ``update_limit``
     (a sync round of ``independent``), or at a non-finite loss. ``steps_of_all`` ``(K,)`` int64: every learner's
     env steps, entry ``me`` written after each step (``shared``; epsilon and ``learning_starts`` count
-    them all). Returns ``(status, act steps done)``."""
+    them all: :func:`_learning_ready`). Returns ``(status, act steps done)``."""
     cells, scores, moves, masks, values = env
     n = cells.shape[0]
     me = ctr[_ME]
@@ -605,7 +615,8 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
                 net[1][:] = net[0]
         masks[:] = legal
         cells[:] = nxt
-        if others + ctr[_ENV_STEPS] >= hp.learning_starts and _filled(replay[10], hp, me) >= hp.batch_size:
+        if _learning_ready(hp, others + ctr[_ENV_STEPS], ctr[_ENV_STEPS], steps_of_all.shape[0]) \
+                and _filled(replay[10], hp, me) >= hp.batch_size:
             times[_CREDIT] += n * hp.updates_per_env_step
         t1 = now(work.clock)
         times[_ACTING] += t1 - t0

@@ -18,7 +18,7 @@ from .game import game_data, game_figure
 from .independent import independent_data, independent_figure
 from .learning import (
     BEST_RESULTS,
-    EVERY_SCHEME_RESULTS,
+    EARLIER_SCHEME_RESULTS,
     METHOD_VARIANTS,
     REPLAY_VARIANTS,
     SCHEME_RESULTS,
@@ -50,6 +50,6 @@ __all__ = [
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
     "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-    "EVERY_SCHEME_RESULTS", "SITTINGS", "scheme_learning", "versus_serial", "sittings",
+    "EARLIER_SCHEME_RESULTS", "SITTINGS", "scheme_learning", "versus_serial", "sittings",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

@@ -26,25 +26,27 @@ if TYPE_CHECKING:
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
            "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-           "EVERY_SCHEME_RESULTS", "SITTINGS", "scheme_learning", "versus_serial", "sittings"]
+           "EARLIER_SCHEME_RESULTS", "SITTINGS", "scheme_learning", "versus_serial", "sittings"]
 
-#: The results file of ``bench learning`` over the schemes (10 minutes of the ``default`` preset, 1,000
-#: greedy games at each point, seeds 1 and 2; its commands are in it and in ``docs/learning.md``): the
-#: measured curves the scheme notebooks draw beside serial's. It is in a source checkout, beside the package.
-SCHEME_RESULTS = Path(__file__).resolve().parents[2] / "docs" / "learning-schemes.json"
+#: The folder of the measured results files below: in a source checkout, beside the package.
+_DOCS = Path(__file__).resolve().parents[2] / "docs"
+#: The results file of ``bench learning`` over every scheme on the compiled core as it is now (10 minutes of the
+#: ``default`` preset, 1,000 greedy games at each point, one sitting; seeds and configurations appended as they are
+#: measured; its commands are in it and in ``docs/learning.md``): the measured curves the scheme notebooks draw
+#: beside serial's.
+SCHEME_RESULTS = _DOCS / "learning-every-scheme.json"
+#: The results file of the same measurement on the earlier core (seeds 1 and 2, another machine).
+EARLIER_SCHEME_RESULTS = _DOCS / "learning-schemes.json"
 #: The results file of ``bench learning`` over serial and the 2-worker schemes that made a player soonest in
-#: :data:`SCHEME_RESULTS`, measured again on the compiled core as it is now (the same budget, games and seeds).
-BEST_RESULTS = SCHEME_RESULTS.with_name("learning-best.json")
+#: :data:`EARLIER_SCHEME_RESULTS`, measured again on a later core (the same budget, games and seeds).
+BEST_RESULTS = _DOCS / "learning-best.json"
 #: The results file of ``bench learning`` over serial and :data:`BEST_RESULTS`' fastest 2-worker scheme at its
 #: own step size and at a larger one (``lr=1.5``), all measured in one sitting on one machine.
-STEP_RESULTS = SCHEME_RESULTS.with_name("learning-lr.json")
-#: The results file of ``bench learning`` over every scheme again on the compiled core as it is now (the same budget
-#: and games, one sitting; seeds and configurations added as they are measured).
-EVERY_SCHEME_RESULTS = SCHEME_RESULTS.with_name("learning-every-scheme.json")
+STEP_RESULTS = _DOCS / "learning-lr.json"
 #: The results files of ``bench learning`` over serial and ``shared``'s two lock-free threads at ``lr=1.5``
 #: (:data:`STEP_RESULTS` the first), each measured in a sitting of its own (its commands one after another, at
 #: another time of the host's drifting speed), in the order they were measured.
-SITTINGS = tuple(SCHEME_RESULTS.with_name(f"learning-{name}.json")
+SITTINGS = tuple(_DOCS / f"learning-{name}.json"
                  for name in ("lr", "lr-rerun", "hugepages", "hugepages-rerun", "sitting5", "sitting6"))
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).

@@ -44,7 +44,11 @@ writes its TD errors back as priorities, outside the update lock and under a tre
 of its own (see :class:`~dqnlab.parallel.shm.SharedPrioritizedReplay`).
 The target network is copied from the online one every ``target_update`` updates of
 the shared update counter. Epsilon and ``learning_starts`` count env steps of all
-workers together (one learner).
+workers together (one learner), and a worker's updates also wait for its own share of
+``learning_starts`` (``learning_starts / K`` of its own env steps): a worker that starts
+late (a process still importing) would otherwise train at once on the opening moves of its
+games started together, whose shared weight rows take one summed step per sample; on the
+n-tuple presets, with temporal coherence, that blow-up can leave the shared tables stuck.
 
 This scheme is single-machine by nature (shared memory): it runs on joblib's ``loky`` backend,
 or, with ``threads=True``, on its ``threading`` backend: the K workers are threads of this process
@@ -109,7 +113,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         ``total_env_steps`` is split evenly across workers; the shared buffer's capacity is
         ``max(buffer_size, K * n_envs)``, split into K write segments (each holds at least one
         step of its worker's ``n_envs`` boards, :func:`shared_layout`); ``learning_starts``,
-        epsilon and the target schedule count all workers together.
+        epsilon and the target schedule count all workers together (and a worker waits for its own
+        ``learning_starts / workers`` env steps too).
     workers : int
         K processes (>= 1). K = 1 runs in this process.
     progress, callback
@@ -255,7 +260,7 @@ class _SharedLearner(Learner):
         self.buffer = shared_replay(arrays, worker, workers, config, seed=worker_seeds(config.seed, worker)[1],
                                     tree_lock=block.tree_lock, own=own)
         bind_agent(self.agent, arrays)
-        self.arrays, self.lock = arrays, block.lock
+        self.arrays, self.lock, self.workers = arrays, block.lock, workers
         self.lock_wait = 0.0
         if self.native is not None:  # the compiled loop on the block: all workers' steps, updates and syncs
             self.native = NativeLoop(self, steps_of_all=arrays["env_steps"],
@@ -293,7 +298,12 @@ class _SharedLearner(Learner):
         return priority_beta_at(self.config, self._global_env_steps(), time.perf_counter() - self.clock0)
 
     def learning_ready(self) -> bool:
-        return self._global_env_steps() >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size
+        """``learning_starts`` env steps of all workers together, and this worker's own share of them (as the
+        compiled loop's ``_learning_ready``: a worker that starts late waits until its own games have drifted
+        apart)."""
+        c = self.config
+        return (self._global_env_steps() >= c.learning_starts and self.env_steps * self.workers >= c.learning_starts
+                and len(self.buffer) >= c.batch_size)
 
     def advance(self, env_steps: int | None = None, deadline: float | None = None,
                 update_limit: int | None = None) -> int:

@@ -124,7 +124,7 @@ def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(
     assert base.replace(prioritized=True, n_step=3).prioritized
 
 
-@pytest.mark.parametrize("path", [ex.SCHEME_RESULTS, ex.BEST_RESULTS, ex.STEP_RESULTS, ex.EVERY_SCHEME_RESULTS,
+@pytest.mark.parametrize("path", [ex.SCHEME_RESULTS, ex.BEST_RESULTS, ex.STEP_RESULTS, ex.EARLIER_SCHEME_RESULTS,
                                   *ex.SITTINGS], ids=lambda p: p.stem)
 def test_the_results_files_the_notebooks_read_are_in_the_checkout_with_serial_beside_each_scheme(path):
     data = ex.scheme_learning(None, path)

@@ -1,5 +1,6 @@
 """``shared``: the lock counts every update; Hogwild runs; each worker's replay segment holds its step; a worker
-sampling its own segment learns as a serial learner does."""
+sampling its own segment learns as a serial learner does; a worker that starts late waits for its own share of
+``learning_starts``."""
 
 from __future__ import annotations
 
@@ -87,6 +88,23 @@ def test_a_worker_sampling_its_own_segment_learns_as_a_serial_learner_whatever_t
         assert own.buffer.rng.bit_generator.state == serial.buffer.rng.bit_generator.state
         assert not np.allclose(every.agent.online.weight.detach().numpy(), theta, rtol=1e-6, atol=1e-6)
         del own, every
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_a_worker_that_starts_late_waits_for_its_own_share_of_learning_starts(native):
+    """The other worker has made all of ``learning_starts`` already: worker 0 still waits for ``learning_starts /
+    K`` env steps of its own, so that its games, started together, have drifted apart before it trains on them."""
+    config = TrainConfig.preset("ntuple-small", n_envs=16, buffer_size=16, batch_size=16, learning_starts=320,
+                                total_env_steps=10**6, seed=0, lr=0.005)
+    with contextlib.ExitStack() as stack:
+        learner = _worker_beside_another(config, stack, True, native)
+        learner.arrays["env_steps"][1] = config.learning_starts
+        for _ in range(9):
+            learner.advance(config.n_envs)
+        assert learner.env_steps == 9 * config.n_envs and learner.updates == 0
+        learner.advance(config.n_envs)  # its own 160th env step: 2 x 160 = learning_starts
+        assert learner.updates > 0
+        del learner
 
 
 def test_sampling_ones_own_segment_runs_and_needs_uniform_replay():
