@@ -31,9 +31,9 @@ __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIAN
 #: The folder of the measured results files below: in a source checkout, beside the package.
 _DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: The results file of ``bench learning`` over every scheme on the compiled core as it is now (10 minutes of the
-#: ``default`` preset, 1,000 greedy games at each point, one sitting; seeds and configurations appended as they are
-#: measured; its commands are in it and in ``docs/learning.md``): the measured curves the scheme notebooks draw
-#: beside serial's.
+#: ``default`` preset, 1,000 greedy games at each point, each command alone on the machine; seeds and configurations
+#: appended as they are measured; its commands are in it and in ``docs/learning.md``): the measured curves the
+#: scheme notebooks draw beside serial's.
 SCHEME_RESULTS = _DOCS / "learning-every-scheme.json"
 #: The results file of the same measurement on the earlier core (seeds 1 and 2, another machine).
 EARLIER_SCHEME_RESULTS = _DOCS / "learning-schemes.json"
