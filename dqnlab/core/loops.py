@@ -48,7 +48,7 @@ from .bitboard import afterstate, inline, kernel, move_batch, new_boards_into, p
 from .clock import clock_buffer, now
 from .ntuple import afterstate_rows, features, gather, sgd_rows, tc_rows
 
-__all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "OK", "RECORDS_FULL",
+__all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "learning_ready", "OK", "RECORDS_FULL",
            "NON_FINITE"]
 
 #: Status of a chunk: ran to its end (or deadline); stopped before a step whose games might not fit
@@ -319,13 +319,13 @@ def _argmax_legal(q):
 
 
 @kernel
-def _learning_ready(hp, env_steps_of_all, own_env_steps, learners):
-    """Whether a learner's updates begin: ``learning_starts`` env steps of all ``learners`` that train the
+def learning_ready(learning_starts, env_steps_of_all, own_env_steps, learners):
+    """Whether a learner's updates begin (the compiled loop's test, and ``shared``'s Python path's): ``learning_starts`` env steps of all ``learners`` that train the
     weights (``shared``'s workers count together, as one learner), and this learner's own share of them,
     ``learning_starts / learners``: its own games, started together, have drifted apart as far as the
     others' (a worker that joins late would otherwise train at once on its opening boards, whose shared
     rows take one summed step per sample: the blow-up ``learning_starts`` exists to avoid)."""
-    return env_steps_of_all >= hp.learning_starts and own_env_steps * learners >= hp.learning_starts
+    return env_steps_of_all >= learning_starts and own_env_steps * learners >= learning_starts
 
 
 @kernel
@@ -568,7 +568,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
     from ``ctr['records']``), after the step that brings this learner's updates to ``update_limit``
     (a sync round of ``independent``), or at a non-finite loss. ``steps_of_all`` ``(K,)`` int64: every learner's
     env steps, entry ``me`` written after each step (``shared``; epsilon and ``learning_starts`` count
-    them all: :func:`_learning_ready`). Returns ``(status, act steps done)``."""
+    them all: :func:`learning_ready`). Returns ``(status, act steps done)``."""
     cells, scores, moves, masks, values = env
     n = cells.shape[0]
     me = ctr[_ME]
@@ -615,7 +615,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
                 net[1][:] = net[0]
         masks[:] = legal
         cells[:] = nxt
-        if _learning_ready(hp, others + ctr[_ENV_STEPS], ctr[_ENV_STEPS], steps_of_all.shape[0]) \
+        if learning_ready(hp.learning_starts, others + ctr[_ENV_STEPS], ctr[_ENV_STEPS], steps_of_all.shape[0]) \
                 and _filled(replay[10], hp, me) >= hp.batch_size:
             times[_CREDIT] += n * hp.updates_per_env_step
         t1 = now(work.clock)

@@ -69,6 +69,7 @@ from typing import Any
 
 from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at
 from ..config import TrainConfig
+from ..core.loops import learning_ready
 from ..options import SchemeOptions, option
 from ..parallel.shm import OPTIMIZER_STATE, BlockHandle, SharedBlock, Spec, bind_agent, shared_replay
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
@@ -298,11 +299,10 @@ class _SharedLearner(Learner):
         return priority_beta_at(self.config, self._global_env_steps(), time.perf_counter() - self.clock0)
 
     def learning_ready(self) -> bool:
-        """``learning_starts`` env steps of all workers together, and this worker's own share of them (as the
-        compiled loop's ``_learning_ready``: a worker that starts late waits until its own games have drifted
-        apart)."""
+        """``learning_starts`` env steps of all workers together, and this worker's own share of them
+        (:func:`dqnlab.core.loops.learning_ready`), and a minibatch in the buffer."""
         c = self.config
-        return (self._global_env_steps() >= c.learning_starts and self.env_steps * self.workers >= c.learning_starts
+        return (learning_ready(c.learning_starts, self._global_env_steps(), self.env_steps, self.workers)
                 and len(self.buffer) >= c.batch_size)
 
     def advance(self, env_steps: int | None = None, deadline: float | None = None,
