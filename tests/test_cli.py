@@ -475,7 +475,8 @@ def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
     out = tmp_path / "run"
     code = main(["train", "--preset", "mlp", "--scheme", "actors", "--workers", "2", "--env-steps", "3000",
                  "--n-envs", "8",
-                 "--batch-size", "32", "--replay-ratio", "4", "--weights-every", "10", "--actor-epsilon", "apex",
+                 "--batch-size", "32", "--replay-ratio", "4", "--weights-every", "10", "--no-share-weights",
+                 "--actor-epsilon", "apex",
                  "--min-replay-ratio", "1", "--eval-games", "0", "--no-progress", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
@@ -485,7 +486,9 @@ def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
     assert set(s["time_split"]) == set(TIME_SPLIT_KEYS)
     assert s["extra"]["param_lag"]["unit"] == "learner updates" and s["extra"]["param_lag"]["mean"] is not None
     assert s["config"]["replay_ratio"] == 4.0
-    assert s["options"] == {"weights_every": 10, "min_replay_ratio": 1.0, "actor_epsilon": "apex", "lockstep": False}
+    assert s["options"] == {"weights_every": 10, "min_replay_ratio": 1.0, "actor_epsilon": "apex", "lockstep": False,
+                            "share_weights": False}
+    assert s["extra"]["weights"] == "sent as changes"
 
 
 def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):

@@ -28,6 +28,7 @@ from ..runtime.learner import Learner, next_board_masks, worker_seeds
 from ..runtime.native import native_reason
 from .faults import check_fault
 from .messages import ActorData, Checkpoint, NewWeights, Stop, Throttle, UnexpectedMessage
+from .shm import SharedParameters
 from .tasks import Channel
 from .weights import Changes, apply_changes
 
@@ -65,6 +66,10 @@ class ActorSettings:
         The test hook's fault (:func:`~dqnlab.parallel.faults.check_fault`).
     checkpointing : bool
         Answer the learner's checkpoint requests, and send the final state with the last message.
+    shared_weights : tuple or None
+        The learner's weights in shared memory (:attr:`~dqnlab.parallel.shm.SharedParameters.handle`), which
+        the actor reads as the learner trains them; None: the learner sends them
+        (:class:`~dqnlab.parallel.messages.NewWeights`).
     """
 
     config: TrainConfig
@@ -78,9 +83,10 @@ class ActorSettings:
     parent_pid: int
     fault: dict[str, Any] | None = None
     checkpointing: bool = False
+    shared_weights: tuple[str, Any] | None = None
 
 
-def actor_task(ch: Channel, *, settings: ActorSettings, weights: dict[str, np.ndarray], version: int,
+def actor_task(ch: Channel, *, settings: ActorSettings, weights: dict[str, np.ndarray] | None, version: int,
                paused: bool = False, resume: dict[str, Any] | None = None) -> None:
     """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`): :meth:`Actor.run` of
     ``Actor(ch, settings, weights, version, paused, resume)`` (its parameters and errors), with one torch thread
@@ -95,7 +101,8 @@ class Actor:
     """An actor: steps ``config.n_envs`` boards, sends its transitions, follows the learner's orders.
 
     It acts with ``weights``, the learner's after ``version`` updates (then those the learner
-    sends, :class:`~dqnlab.parallel.messages.NewWeights`), at the settings' epsilon, and sends
+    sends, :class:`~dqnlab.parallel.messages.NewWeights`), or on the learner's machine with the
+    learner's own weights as it trains them (``settings.shared_weights``), at the settings' epsilon, and sends
     :class:`~dqnlab.parallel.messages.ActorData` (transitions since the last one, at most about
     ``max_chunk``, the weights version they were acted with, finished games, counters and
     timing) every :data:`FLUSH_S`, and a last one (``done``). It pauses while the learner says
@@ -121,8 +128,8 @@ class Actor:
         The task's channel.
     settings : ActorSettings
         What the actor is told once.
-    weights : dict of str to numpy.ndarray
-        The learner's weights after ``version`` updates.
+    weights : dict of str to numpy.ndarray or None
+        The learner's weights after ``version`` updates (None with ``settings.shared_weights``).
     version : int
         Their learner update count.
     paused : bool
@@ -136,7 +143,7 @@ class Actor:
         If ``resume`` is another actor's state.
     """
 
-    def __init__(self, ch: Channel, settings: ActorSettings, weights: dict[str, np.ndarray], version: int,
+    def __init__(self, ch: Channel, settings: ActorSettings, weights: dict[str, np.ndarray] | None, version: int,
                  paused: bool = False, resume: dict[str, Any] | None = None):
         self.ch, self.settings, self.config = ch, settings, settings.config
         config, worker = settings.config, settings.worker
@@ -154,6 +161,9 @@ class Actor:
         # Prioritized replay: the actor computes each transition's initial priority from its own TD error,
         # with its copy of the weights as online and target network (Horgan et al. 2018).
         self.own_target = config.prioritized
+        # On the learner's machine its networks read the learner's weights in shared memory instead.
+        self.shared = None if settings.shared_weights is None else SharedParameters.attach(
+            settings.shared_weights, *{id(m): m for m in (self.agent.online, self.agent.target)}.values())
         self.version, self.paused = version, False
         self.env_steps = self.episodes = self.loads = self.waits = 0
         self.timing = {"acting": 0.0, "sending": 0.0, "receiving": 0.0, "waiting": 0.0, "weights": 0.0}
@@ -162,7 +172,8 @@ class Actor:
         self.rows: list[dict[str, Any]] = []  # the games finished since the last message
         self.finished_in_chunk = 0
         if resume is None:
-            self.agent.set_weights(weights, target=self.own_target)
+            if self.shared is None:
+                self.agent.set_weights(weights, target=self.own_target)
             self.boards = self.env.reset()  # as the serial learner does (the constructor's boards are not used)
             self.masks = legal_actions_batch(self.boards)
             self.values = self.agent.q_values(self.boards)  # (as a learner acts: on each board's evaluation)
@@ -218,6 +229,8 @@ class Actor:
         int
             The env steps taken (``n_envs`` a step).
         """
+        if self.shared is not None and not self.chunk:  # (a message's version: that of its first step's weights)
+            self.version = self.shared.updates
         if self.core is not None:
             return self._act_on_core()
         t0 = time.perf_counter()
@@ -358,10 +371,11 @@ class Actor:
     def state(self) -> dict[str, Any]:
         """This actor's checkpoint state (called between steps, with nothing left to send): its games,
         exploration stream, pending n-step returns, counters (``st``), timing, whether it waits for a
-        lockstep reply, and in ``lockstep`` its weights (None otherwise)."""
+        lockstep reply, and in ``lockstep`` its copy of the weights (None otherwise, and where it reads the
+        learner's in shared memory)."""
         return {"worker": self.settings.worker, "env": self.env.state_dict(), "nstep": self.nstep.state_dict(),
                 "rng": self.agent.rng.bit_generator.state,
-                "weights": self.agent.get_weights() if self.settings.lockstep else None,
+                "weights": self.agent.get_weights() if self.settings.lockstep and self.shared is None else None,
                 "boards": self.boards.copy(), "masks": self.masks.copy(), "values": self.values.copy(),
                 "st": {"version": self.version, "paused": self.paused, "env_steps": self.env_steps,
                        "episodes": self.episodes, "loads": self.loads, "waits": self.waits},
@@ -373,7 +387,8 @@ class Actor:
             raise ValueError(f"actor state is actor {state['worker']}'s, not actor {self.settings.worker}'s")
         self.env.load_state_dict(state["env"])
         self.agent.rng.bit_generator.state = state["rng"]
-        self.agent.set_weights(weights if state["weights"] is None else state["weights"], target=self.own_target)
+        if self.shared is None:
+            self.agent.set_weights(weights if state["weights"] is None else state["weights"], target=self.own_target)
         if "nstep" in state:  # (an actor state from before n-step returns has none: nothing pending)
             self.nstep.load_state_dict(state["nstep"])
         self.boards, self.masks = np.array(state["boards"], np.uint8), np.array(state["masks"], bool)

@@ -1,7 +1,10 @@
-"""Shared memory for the ``shared`` scheme: named arrays in one block, a replay buffer and a model in it, a lock.
+"""Shared memory for the ``shared`` scheme (named arrays in one block, a replay buffer and a model in it, a lock)
+and for ``actors``' weights on one machine.
 
 * :class:`SharedArrays` -- named NumPy arrays in one ``multiprocessing.shared_memory`` block;
 * :func:`bind_agent` -- make a :class:`~dqnlab.DQNAgent`'s parameters (and Adam state) views of the block;
+* :class:`SharedParameters` -- a network's parameters in a block of their own, trained by one process and
+  read by others as they change (``actors`` on one machine);
 * :class:`SharedReplay` -- a replay buffer in the block, written by K workers (one segment each),
   sampled by all (a :class:`~dqnlab.ReplayBuffer`);
 * :class:`SharedPrioritizedReplay` -- the same sampled in proportion to priorities (a
@@ -32,7 +35,7 @@ from ..core import memory as core_memory
 from ..replay import FIELDS, Minibatch, PrioritizedReplayBuffer, ReplayBuffer, SumTree
 from .tasks import split_budget
 
-__all__ = ["Spec", "SharedArrays", "OPTIMIZER_STATE", "bind_agent", "SharedReplay", "SharedPrioritizedReplay", "LockedSumTree",
+__all__ = ["Spec", "SharedArrays", "OPTIMIZER_STATE", "bind_agent", "bind_parameters", "SharedParameters", "SharedReplay", "SharedPrioritizedReplay", "LockedSumTree",
            "shared_replay", "FileLock", "SharedBlock", "BlockHandle"]
 
 #: Array name -> (shape, dtype name).
@@ -177,18 +180,29 @@ def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
     After this, ``agent.step_optimizer()`` updates the shared ``theta`` (and the optimiser's
     state) in place, and ``agent.sync_target()`` writes the shared ``target``.
     """
+    bind_parameters(agent.online, arrays["theta"])
+    if agent.target is not agent.online:
+        bind_parameters(agent.target, arrays["target"])
+    keys = OPTIMIZER_STATE.get(agent.config.optimizer, ())
+    if not keys:
+        return
     off = 0
-    separate, keys = agent.target is not agent.online, OPTIMIZER_STATE.get(agent.config.optimizer, ())
-    for i, (p, pt) in enumerate(zip(agent.online.parameters(), agent.target.parameters())):
+    for i, p in enumerate(agent.online.parameters()):
         n = p.numel()
-        p.data = torch.from_numpy(arrays["theta"][off:off + n]).view_as(p)
-        if separate:
-            pt.data = torch.from_numpy(arrays["target"][off:off + n]).view_as(pt)
-        if keys:
-            agent.optimizer.state[p] = {
-                "step": torch.from_numpy(arrays["optimizer_step"][i:i + 1]).view(()),
-                **{key: torch.from_numpy(arrays[f"optimizer_{j}"][off * w:(off + n) * w]).view(
-                    *p.shape, *((w,) if w > 1 else ())) for j, (key, w) in enumerate(keys)}}
+        agent.optimizer.state[p] = {
+            "step": torch.from_numpy(arrays["optimizer_step"][i:i + 1]).view(()),
+            **{key: torch.from_numpy(arrays[f"optimizer_{j}"][off * w:(off + n) * w]).view(
+                *p.shape, *((w,) if w > 1 else ())) for j, (key, w) in enumerate(keys)}}
+        off += n
+
+
+def bind_parameters(module: torch.nn.Module, flat: np.ndarray) -> None:
+    """Make ``module``'s parameters views of ``flat`` (a float32 array of as many entries as they have, in
+    their order): from now on their values are the array's, and writing either writes both."""
+    off = 0
+    for p in module.parameters():
+        n = p.numel()
+        p.data = torch.from_numpy(flat[off:off + n]).view_as(p)
         off += n
 
 
@@ -202,6 +216,62 @@ def _in_block(view: str, doc: str) -> property:
         getattr(self, view)[0] = value
 
     return property(get, put, doc=doc)
+
+
+class SharedParameters:
+    """A network's parameters in a block of their own, which one process trains and others read as it
+    does (``actors`` on one machine: the actors act on the learner's weights as they are, with no copies
+    sent), and the count of updates that made them.
+
+    The owner makes it with the network (:meth:`create`: the parameters move into the block) and passes
+    :attr:`handle` to the readers, who :meth:`attach` their networks to it; the owner's :meth:`close`
+    moves its parameters back into its own memory and removes the block. A reader sees each float32
+    entry whole, but a board's entries may come from different updates (as Hogwild's readers do, Recht
+    et al. 2011).
+    """
+
+    def __init__(self, arrays: SharedArrays, module: torch.nn.Module | None):
+        self.arrays, self.module = arrays, module
+        self._updates = arrays["updates"]
+
+    @classmethod
+    def create(cls, module: torch.nn.Module) -> SharedParameters:
+        """A block holding ``module``'s parameters (their values now), which become views of it."""
+        n = sum(p.numel() for p in module.parameters())
+        arrays = SharedArrays.create({"theta": ((n,), "float32"), "updates": ((1,), "int64")})
+        off = 0
+        for p in module.parameters():  # (a parameter at a time: no second copy of the whole network)
+            arrays["theta"][off:off + p.numel()] = p.detach().cpu().numpy().reshape(-1)
+            off += p.numel()
+        bind_parameters(module, arrays["theta"])
+        return cls(arrays, module)
+
+    @property
+    def handle(self) -> tuple[str, Spec]:
+        """What a reader needs to :meth:`attach` (picklable)."""
+        return self.arrays.handle
+
+    @classmethod
+    def attach(cls, handle: tuple[str, Spec], *modules: torch.nn.Module) -> SharedParameters:
+        """A reader's view: each of ``modules`` (the same shapes as the owner's) reads the block."""
+        arrays = SharedArrays.attach(handle)
+        for module in modules:
+            bind_parameters(module, arrays["theta"])
+        return cls(arrays, None)
+
+    updates = _in_block("_updates", "The owner's updates when it last wrote the count (the parameters' version).")
+
+    def close(self) -> None:
+        """The owner's parameters back in its own memory (a copy) and the block removed; a reader drops its
+        mapping (its networks must be gone, or it stays until the process ends)."""
+        if self.module is not None:
+            for p in self.module.parameters():
+                p.data = p.data.clone()
+            self.module = None
+            self.arrays.close()
+            self.arrays.unlink()
+        else:
+            self.arrays.close()
 
 
 class _Segment(ReplayBuffer):

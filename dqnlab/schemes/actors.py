@@ -12,10 +12,20 @@ al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933)
 * **The learner is this (the parent) process.** It owns the replay buffer, the
   online and target networks and Adam, and trains *while* the actors act: between
   messages it takes updates (an afterstate n-tuple network's on the compiled core, as
-  ``serial``'s), and every ``weights_every`` updates it sends every actor the new weights:
-  only the entries that changed since that actor's last copy
+  ``serial``'s).
+* **The weights reach the actors** in one of two ways. On the learner's machine (the default,
+  ``share_weights``) they live in shared memory
+  (:class:`~dqnlab.parallel.shm.SharedParameters`): the actors act on the learner's weights as
+  it trains them, and nothing is copied. Elsewhere (a Dask cluster, a learner on a GPU, or
+  ``share_weights=False``) the learner sends every actor the new weights every ``weights_every``
+  updates: only the entries that changed since that actor's last copy
   (:func:`~dqnlab.parallel.weights.changed_entries`; ``bytes_moved`` in the run's ``extra``),
-  so an n-tuple network's 268 MB tables travel a few per cent at a time. Keeping the learner in the parent (rather than in a dedicated
+  so an n-tuple network's 268 MB tables travel a few per cent at a time. Weights thousands of
+  updates old are what an afterstate learner must not act on: its TD target takes the max over
+  the next board's afterstates, and an afterstate the learner now overvalues is one the stale
+  policy does not yet visit, so nothing corrects it (the same off-policy bootstrapping that
+  makes Q-learning with function approximation diverge; Sutton and Barto 2018, section 11.3).
+  Keeping the learner in the parent (rather than in a dedicated
   task) means no second copy of the buffer, the final weights are simply here, and
   with the Dask backend the actors run on the cluster while the learner runs
   in the calling process (the data comes back through the scheduler).
@@ -91,6 +101,7 @@ from ..parallel.actor import ActorSettings, actor_task
 from ..parallel.dask import active_dask_client
 from ..parallel.feed import ActorFeed, lag_summary
 from ..parallel.messages import ActorData, NewWeights, Throttle
+from ..parallel.shm import SharedParameters
 from ..parallel.tasks import TaskGroup, drive_tasks, split_budget
 from ..parallel.threads import torch_threads, torch_threads_set
 from ..parallel.weights import Weights, apply_changes, changed_entries, changes_nbytes
@@ -142,6 +153,10 @@ class Options(SchemeOptions):
         parse=lambda text: text if text in ACTOR_EPSILONS else tuple(float(x) for x in text.split(",")),
         check=_epsilons_value, allowed=f"one of {list(ACTOR_EPSILONS)} or numbers in [0, 1], one per actor")
     lockstep: bool = option(False, "Actors wait for the learner after every step (no overlap; 1 worker = serial).")
+    share_weights: bool = option(
+        True, "Actors on the learner's machine read its weights in shared memory as it trains them (no copies "
+        "sent); off, on a Dask cluster or with the learner on a GPU: the learner sends each actor the entries "
+        "that changed, every weights_every updates.")
     learner_threads: int | None = option(
         None, "PyTorch threads of the learner during the run (restored afterwards); None: the cores the actors "
         "leave, max(1, cores - workers), at most torch_threads(1), when they run on this machine; unchanged "
@@ -208,7 +223,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         transitions), ``replay_ratio`` (the ceiling), ``min_replay_ratio``,
         ``achieved_replay_ratio`` (updates x batch / env steps) and
         ``achieved_replay_ratio_learning`` (the same counting only env steps since
-        learning started), ``learning_started_at``, ``weights_sent``,
+        learning started), ``learning_started_at``, ``weights`` (how the actors got them: ``"shared memory"`` or ``"sent as
+        changes"``), ``weights_sent``,
         ``actor_waits`` and more.
 
     Raises
@@ -240,7 +256,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     weights_every = options.weights_every or WEIGHTS_EVERY[config.network]
     reported = {"weights_every": weights_every, "min_replay_ratio": min_ratio,
                 "actor_epsilon": options.actor_epsilon if isinstance(options.actor_epsilon, str) else list(epsilons),
-                "lockstep": options.lockstep}
+                "lockstep": options.lockstep, "share_weights": options.share_weights}
     chunk = _max_chunk(config, min_ratio, workers)
     learner = _CentralLearner(config, workers, weights_every, min_ratio, options.lockstep, chunk)
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
@@ -248,6 +264,9 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         if len(resumed["actors"]) != workers:
             raise ValueError(f"checkpoint of {len(resumed['actors'])} actors, not {workers}")
         learner.load_state_dict(resumed.pop("learner"), resumed["actors"])
+    if options.share_weights and not remote and learner.agent.device.type == "cpu":
+        learner.shared = SharedParameters.create(learner.agent.online)
+        learner.shared.updates = learner.updates  # (a resumed learner's)
 
     def result(status: str | None = None) -> RunResult:
         return learner.result(loop, reported, status, remote)
@@ -255,12 +274,15 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     learner.t0 = loop.t0
     budgets, checkpointing = split_budget(config.total_env_steps, workers), _checkpoint is not None
-    init = learner.agent.get_weights()
-    learner.actors_have(init, None if resumed is None else resumed["actors"])
+    init = None
+    if learner.shared is None:
+        init = learner.agent.get_weights()
+        learner.actors_have(init, None if resumed is None else resumed["actors"])
     tasks = [dict(settings=ActorSettings(config=config, worker=k, workers=workers, budget=budgets[k],
                                          clock=RunClock.of(loop), epsilon=epsilons[k], lockstep=options.lockstep,
                                          max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
-                                         checkpointing=checkpointing),
+                                         checkpointing=checkpointing,
+                                         shared_weights=None if learner.shared is None else learner.shared.handle),
                   weights=init, version=learner.agent.updates, paused=learner.paused,
                   resume=None if resumed is None else resumed["actors"][k])
              for k in range(workers)]
@@ -281,8 +303,12 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                 learner.catch_up(loop.deadline)
 
     # The final checkpoint: every actor sent its final state, and the learner is not half-way through an update.
-    return run_to_end("actors", loop, act_and_learn, result,
-                      final_state=lambda: None if loop.abrupt else learner.final_checkpoint())
+    try:
+        return run_to_end("actors", loop, act_and_learn, result,
+                          final_state=lambda: None if loop.abrupt else learner.final_checkpoint())
+    finally:
+        if learner.shared is not None:
+            learner.shared.close()
 
 
 def _min_replay_ratio(min_replay_ratio: float | None, ratio: float) -> float:
@@ -345,6 +371,7 @@ class _CentralLearner(ActorFeed):
         self.config = config
         self.weights_every, self.min_ratio, self.lockstep = weights_every, min_ratio, lockstep
         self.agent: DQNAgent = self.core.agent
+        self.shared: SharedParameters | None = None  # the weights in shared memory, which the actors read
         self.sent: list[Weights] = []  # each actor's weights as it has them (its next weights are changes from them)
         self.bytes_sent = 0  # of weights, to the actors
         self.threads: int | None = None
@@ -436,12 +463,15 @@ class _CentralLearner(ActorFeed):
                 self.last_loss = replay_update(self.agent, self.buffer, self.config.batch_size)
                 done += 1
             else:  # a slice of updates on the compiled core, up to the next broadcast
-                k = min(n - done, NATIVE_SLICE, n if self.lockstep else
+                k = min(n - done, NATIVE_SLICE, n if self.lockstep or self.shared is not None else
                         max(1, self.weights_every - (self.updates - self.broadcast_at)))
                 native.learn(k)
                 self.last_loss = self.core.last_loss
                 done += k
-            if not self.lockstep and self.updates - self.broadcast_at >= self.weights_every and not self.group.stopping:
+            if self.shared is not None:
+                self.shared.updates = self.updates  # (the version the actors' next data was acted with)
+            elif (not self.lockstep and self.updates - self.broadcast_at >= self.weights_every
+                  and not self.group.stopping):
                 self.timing["learning"] += time.perf_counter() - t0
                 self._send_weights([k for k in range(self.workers) if k not in self.gone])
                 t0 = time.perf_counter()
@@ -468,12 +498,12 @@ class _CentralLearner(ActorFeed):
 
     def _send_weights(self, actors: list[int]) -> None:
         """Send ``actors`` the current weights, as changes from the copy each has (None for an actor that
-        already has them)."""
+        already has them, as every actor has that reads them in shared memory)."""
         t0 = time.perf_counter()
         views = self.agent.weight_views()
         for k in actors:
             changes = None
-            if self.version_sent[k] != self.updates:
+            if self.shared is None and self.version_sent[k] != self.updates:
                 changes = changed_entries(views, self.sent[k])
                 apply_changes(self.sent[k], changes)
                 self.bytes_sent += changes_nbytes(changes)
@@ -551,6 +581,7 @@ class _CentralLearner(ActorFeed):
                 "learning_started_at": self.started_at, "slack_updates": SLACK_UPDATES,
                 "updates_owed": self.owed(), "throttle_pauses": self.pauses, "catch_up_s": self.catch_up_s,
                 "weights_every": self.weights_every,
+                "weights": "shared memory" if self.shared is not None else "sent as changes",
                 "weights_sent": self.weights_sent, "bytes_moved": self.bytes_sent,
                 "bytes_moved_per_s": self.bytes_sent / wall if wall > 0 else None, "actor_waits": sum(w["waits"] for w in per_worker),
                 "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,

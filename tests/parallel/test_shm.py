@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dqnlab
-from dqnlab.parallel.shm import SharedArrays, SharedBlock, SharedReplay, shared_replay
+from dqnlab.parallel.shm import SharedArrays, SharedBlock, SharedParameters, SharedReplay, shared_replay
 from dqnlab.schemes.shared import shared_layout
 
 
@@ -118,3 +118,45 @@ def test_a_shared_block_is_attached_by_its_handle_and_removed_on_an_error(cfg):
     with pytest.raises(FileNotFoundError):
         shared_memory.SharedMemory(name=name)
     assert not any(os.path.exists(path) for path in lock_paths)
+
+
+# ----------------------------------------------------------------------------- a network's parameters
+def _read_parameters(handle):
+    """In another process: a network of the same shape attached to the block, read once."""
+    import torch
+
+    net = torch.nn.Linear(3, 2)
+    shared = SharedParameters.attach(handle, net)
+    seen = (shared.updates, float(net.weight[0, 0]), float(net.bias[1]), os.getpid())
+    del net
+    shared.close()
+    return seen
+
+
+def test_shared_parameters_are_what_another_process_reads_and_go_back_to_the_owner_at_the_end():
+    from multiprocessing import shared_memory
+
+    import torch
+
+    net = torch.nn.Linear(3, 2)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    shared = SharedParameters.create(net)
+    name = shared.arrays.shm.name
+    try:
+        for k, v in net.state_dict().items():
+            assert torch.equal(v, before[k])  # the values moved into the block as they were
+        with joblib.Parallel(n_jobs=2, backend="loky") as pool:
+            for step in (1, 2):  # the owner trains; the reader sees its weights as they are now, not a copy
+                with torch.no_grad():
+                    net.weight[0, 0] = 10.0 * step
+                shared.updates = step
+                updates, weight, bias, pid = pool(joblib.delayed(_read_parameters)(shared.handle) for _ in range(1))[0]
+                assert pid != os.getpid() and (updates, weight) == (step, 10.0 * step)
+                assert bias == float(before["bias"][1])
+    finally:
+        shared.close()
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=name)
+    with torch.no_grad():
+        net.weight[0, 0] = 9.0  # the owner's network is in its own memory again, and still works
+    assert float(net.weight[0, 0]) == 9.0 and float(net.bias[1]) == float(before["bias"][1])

@@ -142,19 +142,21 @@ def test_shared_two_workers_resume_continues_every_counter(cfg, tmp_path):
 
 
 def _copy_first_checkpoint_then_stop(run_dir, to):
-    """A callback: once ``run_dir`` has a checkpoint written while running, copy it to ``to`` and stop the run."""
+    """A callback: once ``run_dir`` has a checkpoint written while running, after the first env steps (on a busy
+    machine the first can come before any), copy it to ``to`` and stop the run."""
     def callback(snapshot):
-        if (run_dir / CHECKPOINT_FILE).exists():
+        if (run_dir / CHECKPOINT_FILE).exists() and load_checkpoint(run_dir)["env_steps"] > 0:
             to.mkdir(exist_ok=True)
             shutil.copy(run_dir / CHECKPOINT_FILE, to / CHECKPOINT_FILE)
             return True
     return callback
 
 
-@pytest.mark.parametrize("changes", [{}, {"prioritized": True, "n_step": 3}])
-def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, changes):
+@pytest.mark.parametrize(("changes", "share"), [({}, False), ({}, True), ({"prioritized": True, "n_step": 3}, True)])
+def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, changes, share):
     config = cfg.replace(total_env_steps=5_000, max_moves=60, **changes)
-    options = dict(workers=1, progress=False, lockstep=True, learner_threads=torch.get_num_threads())
+    options = dict(workers=1, progress=False, lockstep=True, share_weights=share,
+                   learner_threads=torch.get_num_threads())
     whole = dqnlab.train("actors", config, **options)
     run_dir, mid = tmp_path / "run", tmp_path / "mid"
     first = dqnlab.train("actors", config, run_dir=run_dir, checkpoint_every=0,
@@ -162,7 +164,8 @@ def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_p
     ck = load_checkpoint(mid)
     assert ck["scheme"] == "actors" and ck["status"] == "running" and 0 < ck["env_steps"] < first.env_steps
     assert first.status == "stopped" and load_checkpoint(run_dir)["env_steps"] == first.env_steps
-    assert ck["state"]["actors"][0]["weights"] is not None  # lockstep: the actor's own copy, for an exact resume
+    # lockstep: the actor's own copy, for an exact resume (none where it reads the learner's in shared memory)
+    assert (ck["state"]["actors"][0]["weights"] is None) == share
     # from the checkpoint written mid-run (the actor's state taken at the barrier), and from the final one (Stop)
     for d in (mid, run_dir):
         resumed = dqnlab.train(resume=d, progress=False, learner_threads=torch.get_num_threads())

@@ -36,12 +36,15 @@ def test_apex_epsilons_spread_from_eps_to_eps_to_the_1_plus_alpha():
     assert apex_epsilons(2, epsilon=0.5, alpha=1.0) == [pytest.approx(0.5), pytest.approx(0.25)]
 
 
-@pytest.mark.parametrize("changes", [{}, {"target_update": 0, "epsilon_decay_rate": 0.99}, {"n_step": 3}])
-def test_one_actor_in_lockstep_is_serial_transition_for_transition(cfg, changes):
+@pytest.mark.parametrize(("changes", "share"), [({}, True), ({}, False),
+                                               ({"target_update": 0, "epsilon_decay_rate": 0.99}, True),
+                                               ({"n_step": 3}, True)])
+def test_one_actor_in_lockstep_is_serial_transition_for_transition(cfg, changes, share):
     config = cfg.replace(total_env_steps=2_000, **changes)
     serial = dqnlab.train("serial", config, progress=False)
-    run = dqnlab.train("actors", config, workers=1, progress=False, lockstep=True,
+    run = dqnlab.train("actors", config, workers=1, progress=False, lockstep=True, share_weights=share,
                        learner_threads=torch.get_num_threads())
+    assert run.extra["weights"] == ("shared memory" if share else "sent as changes")
     cols = ["worker", "episode", "env_steps", "score", "moves", "max_tile", "epsilon", "loss"]
     assert len(serial.episodes) > 3 and serial.updates > 100
     assert run.episodes[cols].equals(serial.episodes[cols])
@@ -75,7 +78,7 @@ def _check_run(run: RunResult, config: TrainConfig, workers: int) -> None:
 
 
 def test_two_actors_end_to_end(cfg, tmp_path):
-    run = dqnlab.train("actors", cfg, workers=2, progress=False, weights_every=10)
+    run = dqnlab.train("actors", cfg, workers=2, progress=False, weights_every=10, share_weights=False)
     _check_run(run, cfg, 2)
     assert run.extra["weights_sent"] >= 2  # at least one broadcast to both actors
     assert {w["pid"] for w in run.extra["per_worker"]}.isdisjoint({None})
@@ -193,7 +196,8 @@ def test_prioritized_actors_send_their_priorities_and_the_learner_samples_by_the
 
 def test_prioritized_n_step_actors_end_to_end(cfg):
     config = cfg.replace(prioritized=True, n_step=3, priority_beta=0.5)
-    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10)
+    run = dqnlab.train("actors", config, workers=2, progress=False)  # (their TD errors: the learner's weights, shared)
+    assert run.extra["weights"] == "shared memory" and run.extra["weights_sent"] == 0
     replay = run.extra["replay"]
     assert replay["prioritized"] and replay["alpha"] == config.priority_alpha
     # every transition came with its actor's TD error; the learner re-prioritised what it sampled
@@ -208,21 +212,50 @@ def test_prioritized_n_step_actors_end_to_end(cfg):
 def test_ntuple_actors_learn_on_the_core_get_only_the_changed_entries_and_resume_their_games(tmp_path):
     from dqnlab.schemes.actors import _max_chunk
 
-    # a replay of the last step, as the n-tuple presets have: the learner's holds a message of each actor
-    config = TrainConfig.preset("ntuple-small", total_env_steps=6_000, n_envs=16, buffer_size=16, batch_size=16,
-                                learning_starts=256, seed=0)
-    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10, run_dir=tmp_path / "run")
+    # a replay of the last step, as the n-tuple presets have: the learner's holds a message of each actor;
+    # learning starts once each actor's 16 games have drifted apart (games started together share their
+    # opening boards, whose rows would take a step per sample at once)
+    config = TrainConfig.preset("ntuple-small", total_env_steps=8_000, n_envs=16, buffer_size=16, batch_size=16,
+                                learning_starts=2_000, seed=0)
+    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10, share_weights=False,
+                       run_dir=tmp_path / "run")
     _check_run(run, config, 2)
+    assert run.extra["weights"] == "sent as changes"
     assert run.options["weights_every"] == 10
     table = run.weights["weight"].nbytes  # 17 4-tuples: 4.5 MB
     assert run.extra["weights_sent"] >= 4
     assert 0 < run.extra["bytes_moved"] < 0.2 * run.extra["weights_sent"] * table  # changes, not tables
     assert run.extra["buffer_size"] == 2 * _max_chunk(config, config.replay_ratio / 2, 2) > config.buffer_size
-    more = dqnlab.train(resume=tmp_path / "run", config=config.replace(total_env_steps=10_000), progress=False)
-    assert more.status == "completed" and more.env_steps >= 10_000
+    more = dqnlab.train(resume=tmp_path / "run", config=config.replace(total_env_steps=12_000), progress=False)
+    assert more.status == "completed" and more.env_steps >= 12_000
     for k in (0, 1):  # each actor's games go on numbered after its own (the core's are renumbered)
         numbers = list(more.episodes.loc[more.episodes["worker"] == k, "episode"])
         assert numbers == list(range(len(numbers))) and len(numbers) > (run.episodes["worker"] == k).sum()
+
+
+def test_ntuple_actors_on_one_machine_act_on_the_learners_weights_in_shared_memory(monkeypatch):
+    from multiprocessing import shared_memory
+
+    from dqnlab.parallel.shm import SharedParameters
+
+    made = []
+    create = SharedParameters.create.__func__
+    monkeypatch.setattr(SharedParameters, "create", classmethod(lambda cls, module: made.append(
+        create(cls, module)) or made[-1]))
+    config = TrainConfig.preset("ntuple-small", total_env_steps=8_000, n_envs=16, batch_size=16,
+                                learning_starts=2_000, seed=0)
+    run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10)
+    _check_run(run, config, 2)
+    # nothing sent: every actor read the table the learner trained, and tagged its data with the updates then
+    assert run.extra["weights"] == "shared memory" and run.options["share_weights"]
+    assert run.extra["weights_sent"] == 0 and run.extra["bytes_moved"] == 0
+    assert all(w["weights_loads"] == 0 for w in run.extra["per_worker"])
+    # each message is tagged with the learner's updates when its first step read the table (a tag stuck at the
+    # start would make a transition's lag the updates before it arrived: about half of the run's, on average)
+    assert run.updates > 100 and run.extra["param_lag"]["mean"] < run.updates / 4
+    assert len(made) == 1 and run.weights["weight"].any()  # the learner's final weights, copied out of the block
+    with pytest.raises(FileNotFoundError):  # and the block is gone
+        shared_memory.SharedMemory(name=made[0].handle[0])
 
 
 def test_one_ntuple_actor_in_lockstep_acts_with_the_learners_weights_all_along():
