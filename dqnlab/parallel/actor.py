@@ -94,7 +94,12 @@ def actor_task(ch: Channel, *, settings: ActorSettings, weights: dict[str, np.nd
     """
     if os.getpid() != settings.parent_pid and torch.get_num_threads() != 1:
         torch.set_num_threads(1)  # a batched forward pass of n_envs boards: one thread is plenty
-    Actor(ch, settings, weights, version, paused, resume).run()
+    actor = Actor(ch, settings, weights, version, paused, resume)
+    try:
+        actor.run()
+    finally:
+        if actor.shared is not None:  # (a worker process outlives the run: let go of the learner's block)
+            actor.shared.close()
 
 
 class Actor:

@@ -224,14 +224,15 @@ class SharedParameters:
     sent), and the count of updates that made them.
 
     The owner makes it with the network (:meth:`create`: the parameters move into the block) and passes
-    :attr:`handle` to the readers, who :meth:`attach` their networks to it; the owner's :meth:`close`
-    moves its parameters back into its own memory and removes the block. A reader sees each float32
+    :attr:`handle` to the readers, who :meth:`attach` their networks to it. Each side's :meth:`close` moves
+    its networks' parameters back into its own memory (a copy of their values then), and the owner's removes
+    the block. A reader sees each float32
     entry whole, but a board's entries may come from different updates (as Hogwild's readers do, Recht
     et al. 2011).
     """
 
-    def __init__(self, arrays: SharedArrays, module: torch.nn.Module | None):
-        self.arrays, self.module = arrays, module
+    def __init__(self, arrays: SharedArrays, modules: tuple[torch.nn.Module, ...], owner: bool):
+        self.arrays, self.modules, self.owner = arrays, modules, owner
         self._updates = arrays["updates"]
 
     @classmethod
@@ -244,7 +245,7 @@ class SharedParameters:
             arrays["theta"][off:off + p.numel()] = p.detach().cpu().numpy().reshape(-1)
             off += p.numel()
         bind_parameters(module, arrays["theta"])
-        return cls(arrays, module)
+        return cls(arrays, (module,), owner=True)
 
     @property
     def handle(self) -> tuple[str, Spec]:
@@ -257,21 +258,22 @@ class SharedParameters:
         arrays = SharedArrays.attach(handle)
         for module in modules:
             bind_parameters(module, arrays["theta"])
-        return cls(arrays, None)
+        return cls(arrays, modules, owner=False)
 
     updates = _in_block("_updates", "The owner's updates when it last wrote the count (the parameters' version).")
 
     def close(self) -> None:
-        """The owner's parameters back in its own memory (a copy) and the block removed; a reader drops its
-        mapping (its networks must be gone, or it stays until the process ends)."""
-        if self.module is not None:
-            for p in self.module.parameters():
+        """This side's networks back in its own memory (a copy), its mapping dropped, and, by the owner, the
+        block removed. Idempotent."""
+        for module in self.modules:
+            for p in module.parameters():
                 p.data = p.data.clone()
-            self.module = None
-            self.arrays.close()
+        self.modules = ()
+        self._updates = None
+        self.arrays.close()
+        if self.owner:
+            self.owner = False
             self.arrays.unlink()
-        else:
-            self.arrays.close()
 
 
 class _Segment(ReplayBuffer):
