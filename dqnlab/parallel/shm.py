@@ -196,12 +196,15 @@ def bind_agent(agent: DQNAgent, arrays: SharedArrays) -> None:
         off += n
 
 
-def bind_parameters(module: torch.nn.Module, flat: np.ndarray) -> None:
+def bind_parameters(module: torch.nn.Module, flat: np.ndarray, keep_values: bool = False) -> None:
     """Make ``module``'s parameters views of ``flat`` (a float32 array of as many entries as they have, in
-    their order): from now on their values are the array's, and writing either writes both."""
+    their order): from now on their values are the array's (``keep_values``: first written there from the
+    parameters, one at a time), and writing either writes both."""
     off = 0
     for p in module.parameters():
         n = p.numel()
+        if keep_values:
+            flat[off:off + n] = p.detach().cpu().numpy().reshape(-1)
         p.data = torch.from_numpy(flat[off:off + n]).view_as(p)
         off += n
 
@@ -226,9 +229,8 @@ class SharedParameters:
     The owner makes it with the network (:meth:`create`: the parameters move into the block) and passes
     :attr:`handle` to the readers, who :meth:`attach` their networks to it. Each side's :meth:`close` moves
     its networks' parameters back into its own memory (a copy of their values then), and the owner's removes
-    the block. A reader sees each float32
-    entry whole, but a board's entries may come from different updates (as Hogwild's readers do, Recht
-    et al. 2011).
+    the block. A reader sees each float32 entry whole, but a board's entries may come from different
+    updates (as Hogwild's readers do, Recht et al. 2011).
     """
 
     def __init__(self, arrays: SharedArrays, modules: tuple[torch.nn.Module, ...], owner: bool):
@@ -240,11 +242,7 @@ class SharedParameters:
         """A block holding ``module``'s parameters (their values now), which become views of it."""
         n = sum(p.numel() for p in module.parameters())
         arrays = SharedArrays.create({"theta": ((n,), "float32"), "updates": ((1,), "int64")})
-        off = 0
-        for p in module.parameters():  # (a parameter at a time: no second copy of the whole network)
-            arrays["theta"][off:off + p.numel()] = p.detach().cpu().numpy().reshape(-1)
-            off += p.numel()
-        bind_parameters(module, arrays["theta"])
+        bind_parameters(module, arrays["theta"], keep_values=True)
         return cls(arrays, (module,), owner=True)
 
     @property
@@ -269,7 +267,7 @@ class SharedParameters:
             for p in module.parameters():
                 p.data = p.data.clone()
         self.modules = ()
-        self._updates = None
+        self._updates = None  # (the last view of the block here: the mapping can go)
         self.arrays.close()
         if self.owner:
             self.owner = False

@@ -264,9 +264,6 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         if len(resumed["actors"]) != workers:
             raise ValueError(f"checkpoint of {len(resumed['actors'])} actors, not {workers}")
         learner.load_state_dict(resumed.pop("learner"), resumed["actors"])
-    if options.share_weights and not remote and learner.agent.device.type == "cpu":
-        learner.shared = SharedParameters.create(learner.agent.online)
-        learner.shared.updates = learner.updates  # (a resumed learner's)
 
     def result(status: str | None = None) -> RunResult:
         return learner.result(loop, reported, status, remote)
@@ -274,6 +271,9 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     learner.t0 = loop.t0
     budgets, checkpointing = split_budget(config.total_env_steps, workers), _checkpoint is not None
+    if options.share_weights and not remote and learner.agent.device.type == "cpu":
+        learner.shared = SharedParameters.create(learner.agent.online)  # (closed at the end, below)
+        learner.shared.updates = learner.updates  # (a resumed learner's)
     init = None
     if learner.shared is None:
         init = learner.agent.get_weights()
