@@ -165,8 +165,11 @@ class Options(SchemeOptions):
 SLACK_UPDATES = 32
 #: Transitions an actor sends at once (at most).
 MAX_CHUNK = 4096
+#: Messages of every actor the learner's replay holds (at least; one in lockstep). Between two of the learner's
+#: looks at its messages, many may come (the actors act while it learns, and while the OS runs them instead of it).
+REPLAY_MESSAGES = 16
 #: Seconds of updates the learner takes before looking at its messages again.
-LEARN_SLICE_S = 0.02
+LEARN_SLICE_S = 0.005
 #: Updates of an n-tuple network the compiled core takes in one call (a fraction of ``LEARN_SLICE_S``).
 NATIVE_SLICE = 64
 
@@ -363,9 +366,10 @@ class _CentralLearner(ActorFeed):
                  max_chunk: int):
         # A learner of its own (serial's seeds): its agent, its buffer (which the actors fill) and, for an
         # afterstate n-tuple network, its compiled core's updates; its own boards never step. Its buffer holds
-        # at least one message of every actor: a smaller one (the n-tuple presets' replay of the last step)
+        # REPLAY_MESSAGES messages of every actor: a smaller one (the n-tuple presets' replay of the last step)
         # would drop transitions no update has sampled, and train many times on the few it keeps.
-        self.core = Learner(config.replace(buffer_size=max(config.buffer_size, workers * max_chunk)),
+        held = 1 if lockstep else REPLAY_MESSAGES
+        self.core = Learner(config.replace(buffer_size=max(config.buffer_size, held * workers * max_chunk)),
                             device=config.device)  # (the actors act on the CPU)
         super().__init__(workers, self.core.buffer)
         self.config = config

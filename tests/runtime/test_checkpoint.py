@@ -190,7 +190,9 @@ def test_actors_two_workers_resume_a_mid_run_checkpoint(cfg, tmp_path):
     assert learner["steps"] == [a["st"]["env_steps"] for a in actors]
     assert sum(learner["steps"]) == learner["env_steps"] == ck["env_steps"] > 0
     assert learner["buffer"]["added"] == ck["env_steps"]
-    assert learner["buffer"]["size"] == min(ck["env_steps"], config.buffer_size)
+    capacity = learner["buffer"]["capacity"]  # (the actors' learner holds several messages of each actor)
+    assert capacity == first.extra["buffer_size"] >= config.buffer_size
+    assert learner["buffer"]["size"] == min(ck["env_steps"], capacity)
     rows = pd.DataFrame(ck["episodes"])
     assert [int((rows["worker"] == k).sum()) for k in range(2)] == [a["st"]["episodes"] for a in actors]
 
@@ -211,7 +213,7 @@ def test_actors_two_workers_resume_a_mid_run_checkpoint(cfg, tmp_path):
     assert resumed.history["env_steps"].is_monotonic_increasing
     # the buffer's counters went on from the restored ones (not from zero)
     buffer = load_checkpoint(mid)["state"]["learner"]["buffer"]
-    assert buffer["added"] == resumed.env_steps and buffer["size"] == min(resumed.env_steps, config.buffer_size)
+    assert buffer["added"] == resumed.env_steps and buffer["size"] == min(resumed.env_steps, capacity)
     on_disk = pd.read_csv(mid / "episodes.csv")
     assert len(on_disk) == len(resumed.episodes) and not on_disk.duplicated(["worker", "episode"]).any()
 

@@ -210,10 +210,10 @@ def test_prioritized_n_step_actors_end_to_end(cfg):
 
 
 def test_ntuple_actors_learn_on_the_core_get_only_the_changed_entries_and_resume_their_games(tmp_path):
-    from dqnlab.schemes.actors import _max_chunk
+    from dqnlab.schemes.actors import REPLAY_MESSAGES, _max_chunk
 
-    # a replay of the last step, as the n-tuple presets have: the learner's holds a message of each actor;
-    # learning starts once each actor's 16 games have drifted apart (games started together share their
+    # a replay of the last step, as the n-tuple presets have: the learner's holds REPLAY_MESSAGES messages of each
+    # actor; learning starts once each actor's 16 games have drifted apart (games started together share their
     # opening boards, whose rows would take a step per sample at once)
     config = TrainConfig.preset("ntuple-small", total_env_steps=8_000, n_envs=16, buffer_size=16, batch_size=16,
                                 learning_starts=2_000, seed=0)
@@ -225,7 +225,8 @@ def test_ntuple_actors_learn_on_the_core_get_only_the_changed_entries_and_resume
     table = run.weights["weight"].nbytes  # 17 4-tuples: 4.5 MB
     assert run.extra["weights_sent"] >= 4
     assert 0 < run.extra["bytes_moved"] < 0.2 * run.extra["weights_sent"] * table  # changes, not tables
-    assert run.extra["buffer_size"] == 2 * _max_chunk(config, config.replay_ratio / 2, 2) > config.buffer_size
+    chunk = _max_chunk(config, config.replay_ratio / 2, 2)
+    assert run.extra["buffer_size"] == REPLAY_MESSAGES * 2 * chunk > config.buffer_size
     more = dqnlab.train(resume=tmp_path / "run", config=config.replace(total_env_steps=12_000), progress=False)
     assert more.status == "completed" and more.env_steps >= 12_000
     for k in (0, 1):  # each actor's games go on numbered after its own (the core's are renumbered)
