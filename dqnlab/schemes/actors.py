@@ -12,7 +12,11 @@ al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933)
 * **The learner is this (the parent) process.** It owns the replay buffer, the
   online and target networks and Adam, and trains *while* the actors act: between
   messages it takes updates (an afterstate n-tuple network's on the compiled core, as
-  ``serial``'s).
+  ``serial``'s). It stores every message waiting before its next slice of updates, and many
+  can come between two slices (the actors act while it learns, and while the OS runs them
+  instead of it), so its buffer holds at least :data:`REPLAY_MESSAGES` messages of every actor:
+  a buffer of the n-tuple presets' size (the last step's transitions) would be overwritten
+  before any update sampled most of them, and the few it keeps would be sampled many times.
 * **The weights reach the actors** in one of two ways. On the learner's machine (the default,
   ``share_weights``) they live in shared memory
   (:class:`~dqnlab.parallel.shm.SharedParameters`): the actors act on the learner's weights as
@@ -200,8 +204,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     ----------
     config : TrainConfig
         ``total_env_steps`` is split evenly across actors; ``replay_ratio`` is the
-        learner's ceiling (samples per env step); ``buffer_size`` and
-        ``learning_starts`` are the one learner's.
+        learner's ceiling (samples per env step); ``buffer_size`` (raised to :data:`REPLAY_MESSAGES`
+        messages of every actor, one in lockstep) and ``learning_starts`` are the one learner's.
     workers : int
         K actors, one worker task each (>= 1, <= ``total_env_steps``). With K = 1 the
         actor runs in a thread of this process (joblib runs one task in-process).
@@ -226,9 +230,10 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         transitions), ``replay_ratio`` (the ceiling), ``min_replay_ratio``,
         ``achieved_replay_ratio`` (updates x batch / env steps) and
         ``achieved_replay_ratio_learning`` (the same counting only env steps since
-        learning started), ``learning_started_at``, ``weights`` (how the actors got them: ``"shared memory"`` or ``"sent as
-        changes"``), ``weights_sent``,
-        ``actor_waits`` and more.
+        learning started), ``learning_started_at``, ``stored_between_slices`` (env steps the learner stored
+        between two slices of its updates, as a transition sees them: mean, max, and ``over_buffer``, the share
+        that came in a batch larger than the buffer), ``weights`` (how the actors got them: ``"shared
+        memory"`` or ``"sent as changes"``), ``weights_sent``, ``actor_waits`` and more.
 
     Raises
     ------
@@ -380,6 +385,10 @@ class _CentralLearner(ActorFeed):
         self.bytes_sent = 0  # of weights, to the actors
         self.threads: int | None = None
         self.credit = 0.0  # updates owed at the replay ratio
+        self.between = 0  # env steps stored since the last slice of updates
+        # of the batches stored between two slices, per transition: sum of sizes, of squared sizes, those larger
+        # than the buffer, the largest
+        self.batches = {"steps": 0, "squares": 0, "over_buffer": 0, "max": 0}
         self.started_at: int | None = None  # env steps when learning started
         self.weights_sent = 0  # weight dicts sent (one per actor per broadcast)
         self.broadcast_at = 0  # updates at the last broadcast
@@ -411,6 +420,7 @@ class _CentralLearner(ActorFeed):
             if self.started_at is None:
                 self.started_at = self.env_steps - n
             self.credit += n * self.upe
+        self.between += n
 
     def after_data(self, worker: int) -> None:
         """Lockstep: answer the actor now; otherwise see whether to throttle."""
@@ -459,6 +469,10 @@ class _CentralLearner(ActorFeed):
         """Up to ``n`` updates (fewer if ``max_s`` seconds pass); broadcast weights on schedule."""
         t0 = time.perf_counter()
         done = 0
+        if self.between:  # (the batch stored since the last slice)
+            b, m, self.between = self.between, self.batches, 0
+            m["steps"], m["squares"], m["max"] = m["steps"] + b, m["squares"] + b * b, max(m["max"], b)
+            m["over_buffer"] += b if b > self.buffer.capacity else 0
         if self.config.prioritized:
             self.buffer.beta = priority_beta_at(self.config, self.env_steps, time.perf_counter() - self.t0)
         native = self.core.native
@@ -538,7 +552,8 @@ class _CentralLearner(ActorFeed):
     def state_dict(self) -> dict[str, Any]:
         """The learner's part of a checkpoint (copies)."""
         return {"agent": copy.deepcopy(self.agent.state_dict()), **super().state_dict(), "credit": self.credit,
-                "started_at": self.started_at, "weights_sent": self.weights_sent, "broadcast_at": self.broadcast_at,
+                "between": self.between, "batches": dict(self.batches), "started_at": self.started_at,
+                "weights_sent": self.weights_sent, "broadcast_at": self.broadcast_at,
                 "bytes_sent": self.bytes_sent,
                 "version_sent": list(self.version_sent), "paused": self.paused, "pauses": self.pauses,
                 "catch_up_s": self.catch_up_s}
@@ -548,6 +563,8 @@ class _CentralLearner(ActorFeed):
         super().load_state_dict(state)
         self.agent.load_state_dict(state["agent"])
         self.credit = float(state["credit"])
+        self.between = int(state.get("between", 0))  # (a checkpoint of an older dqnlab has neither)
+        self.batches = {k: int(v) for k, v in state.get("batches", self.batches).items()}
         self.started_at = None if state["started_at"] is None else int(state["started_at"])
         self.weights_sent, self.broadcast_at = int(state["weights_sent"]), int(state["broadcast_at"])
         self.bytes_sent = int(state.get("bytes_sent", 0))  # (a checkpoint of an older dqnlab has none)
@@ -590,5 +607,15 @@ class _CentralLearner(ActorFeed):
                 "bytes_moved_per_s": self.bytes_sent / wall if wall > 0 else None, "actor_waits": sum(w["waits"] for w in per_worker),
                 "lockstep": self.lockstep, "torch_threads_per_worker": 1, "actors_on_cluster": remote,
                 "replay": self.buffer.statistics(), "buffer_size": self.buffer.capacity,
+                "stored_between_slices": _batch_summary(self.batches),
             },
         )
+
+
+def _batch_summary(batches: dict[str, int]) -> dict[str, Any]:
+    """Env steps stored between two slices of the learner's updates, as a transition sees them: the mean
+    batch (weighted by its transitions), the largest, and the share of transitions that came in a batch larger
+    than the buffer (most of such a batch is overwritten before an update can sample it)."""
+    steps = batches["steps"]
+    return {"mean": batches["squares"] / steps if steps else None, "max": batches["max"],
+            "over_buffer": batches["over_buffer"] / steps if steps else None, "unit": "env steps"}

@@ -52,6 +52,9 @@ def test_one_actor_in_lockstep_is_serial_transition_for_transition(cfg, changes,
     for name in serial.weights:
         np.testing.assert_array_equal(run.weights[name], serial.weights[name])
     assert run.extra["param_lag"]["max"] == 0  # every step acted with the learner's current weights
+    # each step's transitions were stored, then trained on, before the next step's came
+    assert run.extra["stored_between_slices"]["max"] == run.extra["stored_between_slices"]["mean"] == config.n_envs
+    assert run.extra["stored_between_slices"]["over_buffer"] == 0
 
 
 def _check_run(run: RunResult, config: TrainConfig, workers: int) -> None:
@@ -70,6 +73,8 @@ def _check_run(run: RunResult, config: TrainConfig, workers: int) -> None:
     lag = run.extra["param_lag"]
     assert lag["transitions"] == run.env_steps
     assert 0 <= lag["median"] <= lag["p95"] <= lag["max"] and 0 <= lag["mean"] <= lag["max"]
+    stored = run.extra["stored_between_slices"]  # (batches of env steps stored between two slices of updates)
+    assert config.n_envs <= stored["mean"] <= stored["max"] <= run.env_steps and 0 <= stored["over_buffer"] <= 1
     # the replay ratio is a ceiling: never more samples than replay_ratio per env step since learning began
     started = run.extra["learning_started_at"]
     assert started is not None and started <= config.learning_starts
