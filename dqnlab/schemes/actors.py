@@ -371,8 +371,7 @@ class _CentralLearner(ActorFeed):
                  max_chunk: int):
         # A learner of its own (serial's seeds): its agent, its buffer (which the actors fill) and, for an
         # afterstate n-tuple network, its compiled core's updates; its own boards never step. Its buffer holds
-        # REPLAY_MESSAGES messages of every actor: a smaller one (the n-tuple presets' replay of the last step)
-        # would drop transitions no update has sampled, and train many times on the few it keeps.
+        # REPLAY_MESSAGES messages of every actor (the module's docstring says why).
         held = 1 if lockstep else REPLAY_MESSAGES
         self.core = Learner(config.replace(buffer_size=max(config.buffer_size, held * workers * max_chunk)),
                             device=config.device)  # (the actors act on the CPU)
