@@ -144,6 +144,13 @@ class NativeLoop:
         self._end(segments, status)
         return done_steps * n
 
+    def count_updates_in(self, counter: np.ndarray | None) -> None:
+        """Count this learner's updates in ``counter`` ``(1,)`` int64 one by one, as the kernels make them (a
+        reader in another process then sees the count of the weights it reads: ``actors``' shared weights);
+        None: in an array of this loop's own again. The count is set to the learner's at every call."""
+        assert self.own_totals, "a learner among several counts in its scheme's block already"
+        self.totals = (np.zeros(1, np.int64) if counter is None else counter, self.totals[1])
+
     def learn(self, updates: int) -> None:
         """``updates`` DQN updates on minibatches of the learner's buffer (its owed-update credit and
         timing are the caller's).

@@ -280,8 +280,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     learner.t0 = loop.t0
     budgets, checkpointing = split_budget(config.total_env_steps, workers), _checkpoint is not None
     if options.share_weights and not remote and learner.agent.device.type == "cpu":
-        learner.shared = SharedParameters.create(learner.agent.online)  # (closed at the end, below)
-        learner.shared.updates = learner.updates  # (a resumed learner's)
+        learner.share_weights()  # (closed at the end, below)
     init = None
     if learner.shared is None:
         init = learner.agent.get_weights()
@@ -315,8 +314,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         return run_to_end("actors", loop, act_and_learn, result,
                           final_state=lambda: None if loop.abrupt else learner.final_checkpoint())
     finally:
-        if learner.shared is not None:
-            learner.shared.close()
+        learner.unshare_weights()
 
 
 def _min_replay_ratio(min_replay_ratio: float | None, ratio: float) -> float:
@@ -400,6 +398,23 @@ class _CentralLearner(ActorFeed):
     @property
     def updates(self) -> int:
         return self.agent.updates
+
+    def share_weights(self) -> None:
+        """Move the online weights into shared memory, where the actors read them as they are trained, with
+        the count of the updates that made them (on the compiled core counted by its kernels, update by update:
+        the version an actor tags its next message with)."""
+        self.shared = SharedParameters.create(self.agent.online)
+        self.shared.updates = self.updates  # (a resumed learner's)
+        if self.core.native is not None:
+            self.core.native.count_updates_in(self.shared.arrays["updates"])
+
+    def unshare_weights(self) -> None:
+        """The weights back in this process's memory and the block removed (nothing if not shared)."""
+        if self.shared is None:
+            return
+        if self.core.native is not None:
+            self.core.native.count_updates_in(None)
+        self.shared.close()
 
     def progress(self, wall: float | None = None) -> Progress:
         """The run's :class:`~dqnlab.runtime.progress.Progress` after ``wall`` seconds (default: now): the
@@ -485,7 +500,7 @@ class _CentralLearner(ActorFeed):
                 native.learn(k)
                 self.last_loss = self.core.last_loss
                 done += k
-            if self.shared is not None:
+            if self.shared is not None:  # (the compiled core counted its updates in the block one by one)
                 self.shared.updates = self.updates  # (the version the actors' next data was acted with)
             elif (not self.lockstep and self.updates - self.broadcast_at >= self.weights_every
                   and not self.group.stopping):

@@ -243,11 +243,21 @@ def test_ntuple_actors_on_one_machine_act_on_the_learners_weights_in_shared_memo
     from multiprocessing import shared_memory
 
     from dqnlab.parallel.shm import SharedParameters
+    from dqnlab.runtime.native import NativeLoop
 
     made = []
     create = SharedParameters.create.__func__
     monkeypatch.setattr(SharedParameters, "create", classmethod(lambda cls, module: made.append(
         create(cls, module)) or made[-1]))
+    counts = []  # (the block's count, the learner's updates) as each slice of the compiled core's updates ends
+    learn = NativeLoop.learn
+
+    def learn_and_look(self, updates):
+        learn(self, updates)
+        if made:  # (the run's learner; not the kernels' warm-up before it)
+            counts.append((made[0].updates, self.learner.agent.updates))
+
+    monkeypatch.setattr(NativeLoop, "learn", learn_and_look)
     config = TrainConfig.preset("ntuple-small", total_env_steps=8_000, n_envs=16, batch_size=16,
                                 learning_starts=2_000, seed=0)
     run = dqnlab.train("actors", config, workers=2, progress=False, weights_every=10)
@@ -259,6 +269,8 @@ def test_ntuple_actors_on_one_machine_act_on_the_learners_weights_in_shared_memo
     # each message is tagged with the learner's updates when its first step read the table (a tag stuck at the
     # start would make a transition's lag the updates before it arrived: about half of the run's, on average)
     assert run.updates > 100 and run.extra["param_lag"]["mean"] < run.updates / 4
+    # and the count in the block is the weights' own all along: the kernels count each update there as they make it
+    assert len(counts) > 1 and all(block == learner for block, learner in counts), counts[:5]
     assert len(made) == 1 and run.weights["weight"].any()  # the learner's final weights, copied out of the block
     with pytest.raises(FileNotFoundError):  # and the block is gone
         shared_memory.SharedMemory(name=made[0].handle[0])
