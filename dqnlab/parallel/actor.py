@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +32,7 @@ from .faults import check_fault
 from .messages import ActorData, Checkpoint, NewWeights, Stop, Throttle, UnexpectedMessage
 from .shm import SharedParameters
 from .tasks import Channel
+from .threads import run_niced
 from .weights import Changes, apply_changes
 
 __all__ = ["Actor", "ActorSettings", "actor_task", "FLUSH_S", "ORDERS_S"]
@@ -70,6 +73,8 @@ class ActorSettings:
         The learner's weights in shared memory (:attr:`~dqnlab.parallel.shm.SharedParameters.handle`), which
         the actor reads as the learner trains them; None: the learner sends them
         (:class:`~dqnlab.parallel.messages.NewWeights`).
+    nice : int
+        Niceness the actor acts at above its worker's (:func:`~dqnlab.parallel.threads.run_niced`; 0: none).
     """
 
     config: TrainConfig
@@ -84,19 +89,20 @@ class ActorSettings:
     fault: dict[str, Any] | None = None
     checkpointing: bool = False
     shared_weights: tuple[str, Any] | None = None
+    nice: int = 0
 
 
 def actor_task(ch: Channel, *, settings: ActorSettings, weights: dict[str, np.ndarray] | None, version: int,
                paused: bool = False, resume: dict[str, Any] | None = None) -> None:
     """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`): :meth:`Actor.run` of
     ``Actor(ch, settings, weights, version, paused, resume)`` (its parameters and errors), with one torch thread
-    outside the parent process.
+    outside the parent process, in a thread of its own at ``settings.nice`` (:func:`~dqnlab.parallel.threads.run_niced`).
     """
     if os.getpid() != settings.parent_pid and torch.get_num_threads() != 1:
         torch.set_num_threads(1)  # a batched forward pass of n_envs boards: one thread is plenty
     actor = Actor(ch, settings, weights, version, paused, resume)
     try:
-        actor.run()
+        run_niced(actor.run, settings.nice)
     finally:
         if actor.shared is not None:  # (a worker process outlives the run: let go of the learner's block)
             actor.shared.close()
@@ -306,7 +312,7 @@ class Actor:
         t0 = time.perf_counter()
         self.ch.send(ActorData(self.settings.worker, done, transitions, self.version, self.finished_in_chunk,
                                self.rows, self.env_steps, self.episodes, dict(self.timing), self.loads, self.waits,
-                               self.settings.epsilon, self.epsilon_now(), final_state))
+                               self.settings.epsilon, self.epsilon_now(), final_state, _niceness()))
         self.chunk, self.rows, self.finished_in_chunk = [], [], 0
         self.last_flush = time.perf_counter()
         self.timing["sending"] += self.last_flush - t0
@@ -421,3 +427,10 @@ def _acting_core(settings: ActorSettings) -> Learner | None:
         return None
     return Learner(c.replace(buffer_size=max(settings.max_chunk, c.n_envs), learning_starts=0),
                    worker=settings.worker)
+
+
+def _niceness() -> int | None:
+    """The scheduling niceness of the calling thread (None where the OS has none)."""
+    if not hasattr(os, "getpriority"):
+        return None
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id() if sys.platform.startswith("linux") else 0)

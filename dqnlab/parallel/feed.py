@@ -116,7 +116,7 @@ class ActorFeed(Coordinator):
     def _store(self, p: ActorData) -> None:
         k = p.worker
         self.actors[k] = {key: getattr(p, key) for key in ("env_steps", "episodes", "timing", "weights_loads",
-                                                            "waits", "epsilon", "epsilon_now")}
+                                                            "waits", "epsilon", "epsilon_now", "niceness")}
         for row in p.rows:
             row["loss"] = self.last_loss
         self.rows.extend(p.rows)
@@ -157,7 +157,7 @@ class ActorFeed(Coordinator):
     def per_actor(self) -> list[dict[str, Any]]:
         """Per actor: ``worker``, ``pid``, ``host``, ``env_steps``, ``episodes``, ``epsilon``, seconds
         ``acting_s``, ``sending_s``, ``receiving_s``, ``waiting_s``, ``loading_weights_s``,
-        and ``weights_loads``, ``waits``."""
+        and ``weights_loads``, ``waits``, ``niceness`` (the niceness it acted at; None: not known)."""
         out = []
         for k, a in enumerate(self.actors):
             t = a.get("timing", {})
@@ -169,6 +169,7 @@ class ActorFeed(Coordinator):
                 "receiving_s": t.get("receiving", 0.0), "waiting_s": t.get("waiting", 0.0),
                 "loading_weights_s": t.get("weights", 0.0),
                 "weights_loads": a.get("weights_loads", 0), "waits": a.get("waits", 0),
+                "niceness": a.get("niceness"),
             })
         return out
 

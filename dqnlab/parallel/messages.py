@@ -140,7 +140,8 @@ class ActorData:
     float32, the actor's own: their initial priorities), None if none, acted with the
     weights of learner update ``version``; ``finished``: games finished among
     them; ``rows``: their episode rows; ``timing``: the actor's seconds by activity;
-    ``epsilon``: its fixed epsilon (None: the schedule), ``epsilon_now`` the one in use.
+    ``epsilon``: its fixed epsilon (None: the schedule), ``epsilon_now`` the one in use; ``niceness``: the
+    scheduling niceness it acts at (None where the OS has none).
     """
 
     worker: int
@@ -157,6 +158,7 @@ class ActorData:
     epsilon: float | None
     epsilon_now: float = math.nan
     state: Any = None
+    niceness: int | None = None
 
 
 # ----------------------------------------------------------------------------- parent -> worker

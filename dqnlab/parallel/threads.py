@@ -1,18 +1,22 @@
-"""Torch threads per learner process, and Ctrl-C in worker processes (the parent handles it)."""
+"""Torch threads per learner process, Ctrl-C in worker processes (the parent handles it), and a task run at a
+lower priority than its process's other threads."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
-from typing import Any, Self
+from collections.abc import Callable, Iterator
+from typing import Any, Self, TypeVar
 
 import joblib
 import torch
 
-__all__ = ["torch_threads", "torch_threads_set", "pin_torch_threads", "parent_handles_sigint"]
+__all__ = ["torch_threads", "torch_threads_set", "pin_torch_threads", "parent_handles_sigint", "run_niced"]
+
+T = TypeVar("T")
 
 
 def torch_threads(workers: int) -> int:
@@ -86,3 +90,39 @@ class parent_handles_sigint:
     def __exit__(self, *exc: object) -> None:
         if self.active and self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
+
+
+def run_niced(fn: Callable[[], T], nice: int) -> T:
+    """``fn()`` in a thread of its own whose niceness is ``nice`` above this thread's (at most 19), and its result.
+
+    On Linux a thread's niceness is its own (``setpriority`` on its thread id), so nothing else in the process
+    changes and the raise ends with the thread: a worker process of joblib's pool, which later runs other tasks,
+    keeps its priority (an unprivileged process can raise its niceness but never lower it again). Elsewhere, or
+    with ``nice`` 0, ``fn()`` runs here at this thread's priority. What ``fn`` raises is raised here.
+
+    Raises
+    ------
+    ValueError
+        If ``nice`` is not an integer in [0, 19].
+    """
+    if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+        raise ValueError(f"nice must be an integer in [0, 19], got {nice!r}")
+    if nice == 0 or not sys.platform.startswith("linux"):
+        return fn()
+    out: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            me = threading.get_native_id()
+            with contextlib.suppress(OSError):  # (raising one's own niceness is always allowed; be safe)
+                os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + nice))
+            out["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread as it is
+            out["error"] = err
+
+    thread = threading.Thread(target=body, name=f"dqnlab-niced-{threading.current_thread().name}")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

@@ -57,6 +57,13 @@ floor holds for the whole run:
 * ``min_replay_ratio=0`` never throttles (Ape-X): on a small machine the actors then
   take CPU from the learner.
 
+Priorities: where the actors and the learner share the cores (two actors and the learner on two
+cores, say), the OS would give each process an even share, but the learner's updates are the run's
+bottleneck (the throttle holds the actors to them). So each actor acts at a higher niceness
+(``actor_nice``; on Linux in a thread of its own, so that its worker process keeps its priority
+for the tasks it runs later), and the learner gets a core whenever it has updates owed, as
+Gorila's and Ape-X's learners have hardware of their own.
+
 Exploration: by default every actor follows the config's epsilon schedule, clocked
 by the run's total env steps (estimated by each actor as its own steps times K). With
 ``actor_epsilon="apex"`` actor i keeps the fixed ``eps_i = 0.4 ** (1 + 7 i / (K - 1))``
@@ -165,6 +172,10 @@ class Options(SchemeOptions):
         None, "PyTorch threads of the learner during the run (restored afterwards); None: the cores the actors "
         "leave, max(1, cores - workers), at most torch_threads(1), when they run on this machine; unchanged "
         "on a Dask cluster.", low=1)
+    actor_nice: int = option(
+        10, "Niceness each actor acts at above its worker's (Linux: its own thread's; 0: none). Where the actors "
+        "and the learner share the cores, the learner, whose updates are the run's bottleneck, then gets a core "
+        "whenever it has updates to make, and the actors the rest.", low=0, high=19)
 #: Learner updates of headroom before a throttled actor pauses.
 SLACK_UPDATES = 32
 #: Transitions an actor sends at once (at most).
@@ -212,7 +223,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     progress, callback
         As for :func:`dqnlab.train`.
     options : Options
-        Weight broadcasts, throttle, exploration, lockstep and the learner's threads (see
+        Weight broadcasts, throttle, exploration, lockstep, the learner's threads and the actors' niceness (see
         :class:`Options`).
 
     Returns
@@ -289,7 +300,8 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                                          clock=RunClock.of(loop), epsilon=epsilons[k], lockstep=options.lockstep,
                                          max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
                                          checkpointing=checkpointing,
-                                         shared_weights=None if learner.shared is None else learner.shared.handle),
+                                         shared_weights=None if learner.shared is None else learner.shared.handle,
+                                         nice=options.actor_nice),
                   weights=init, version=learner.agent.updates, paused=learner.paused,
                   resume=None if resumed is None else resumed["actors"][k])
              for k in range(workers)]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -138,6 +140,8 @@ def test_actor_exception_surfaces_with_index_traceback_and_games(cfg):
     ({"actor_epsilon": [0.1, 1.5]}, "actor_epsilon"),
     ({"lockstep": "yes"}, "lockstep"),
     ({"learner_threads": 0}, "learner_threads"),
+    ({"actor_nice": 20}, "actor_nice"),
+    ({"actor_nice": -1}, "actor_nice"),
     ({"sync": "periodic"}, "does not take"),
 ])
 def test_bad_actor_options_are_clear_errors(cfg, options, match):
@@ -272,6 +276,9 @@ def test_ntuple_actors_on_one_machine_act_on_the_learners_weights_in_shared_memo
     # and the count in the block is the weights' own all along: the kernels count each update there as they make it
     assert len(counts) > 1 and all(block == learner for block, learner in counts), counts[:5]
     assert len(made) == 1 and run.weights["weight"].any()  # the learner's final weights, copied out of the block
+    if sys.platform.startswith("linux"):  # each actor acted at actor_nice (10) above its worker, the learner at its own
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        assert [w["niceness"] for w in run.extra["per_worker"]] == [min(19, base + 10)] * 2
     with pytest.raises(FileNotFoundError):  # and the block is gone
         shared_memory.SharedMemory(name=made[0].handle[0])
 
