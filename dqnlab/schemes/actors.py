@@ -57,12 +57,13 @@ floor holds for the whole run:
 * ``min_replay_ratio=0`` never throttles (Ape-X): on a small machine the actors then
   take CPU from the learner.
 
-Priorities: where the actors and the learner share the cores (two actors and the learner on two
-cores, say), the OS would give each process an even share, but the learner's updates are the run's
-bottleneck (the throttle holds the actors to them). So each actor acts at a higher niceness
-(``actor_nice``; on Linux in a thread of its own, so that its worker process keeps its priority
-for the tasks it runs later), and the learner gets a core whenever it has updates owed, as
-Gorila's and Ape-X's learners have hardware of their own.
+Priorities: where the actors compete with the learner for its cores (two actors and the learner on
+two cores, say; not on a Dask cluster, nor in lockstep, where they take turns), the OS would give
+each process an even share, but the learner's updates are the run's bottleneck (the throttle holds
+the actors to them). So each actor acts at a higher niceness (``actor_nice``; on Linux in a thread
+of its own, so that its worker process keeps its priority for the tasks it runs later), and the
+learner gets a core whenever it has updates owed, as Gorila's and Ape-X's learners have hardware of
+their own. The actors then also yield to any other work on the machine.
 
 Exploration: by default every actor follows the config's epsilon schedule, clocked
 by the run's total env steps (estimated by each actor as its own steps times K). With
@@ -173,9 +174,10 @@ class Options(SchemeOptions):
         "leave, max(1, cores - workers), at most torch_threads(1), when they run on this machine; unchanged "
         "on a Dask cluster.", low=1)
     actor_nice: int = option(
-        10, "Niceness each actor acts at above its worker's (Linux: its own thread's; 0: none). Where the actors "
-        "and the learner share the cores, the learner, whose updates are the run's bottleneck, then gets a core "
-        "whenever it has updates to make, and the actors the rest.", low=0, high=19)
+        10, "Niceness each actor acts at above its worker's (Linux: its own thread's; 0: none) where the actors "
+        "compete with the learner for its cores (actors on its machine, not in lockstep, and with it more than "
+        "the cores): the learner, whose updates are the run's bottleneck, then gets a core whenever it has "
+        "updates to make, and the actors the rest.", low=0, high=19)
 #: Learner updates of headroom before a throttled actor pauses.
 SLACK_UPDATES = 32
 #: Transitions an actor sends at once (at most).
@@ -301,7 +303,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                                          max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
                                          checkpointing=checkpointing,
                                          shared_weights=None if learner.shared is None else learner.shared.handle,
-                                         nice=options.actor_nice),
+                                         nice=options.actor_nice if _share_cores(workers, remote, options.lockstep) else 0),
                   weights=init, version=learner.agent.updates, paused=learner.paused,
                   resume=None if resumed is None else resumed["actors"][k])
              for k in range(workers)]
@@ -327,6 +329,12 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                           final_state=lambda: None if loop.abrupt else learner.final_checkpoint())
     finally:
         learner.unshare_weights()
+
+
+def _share_cores(workers: int, remote: bool, lockstep: bool) -> bool:
+    """Whether the actors compete with the learner for its cores: ``workers`` actors on this machine (not on a Dask
+    cluster), acting while it learns (not in lockstep), and with it more than the cores (:func:`joblib.cpu_count`)."""
+    return not remote and not lockstep and workers + 1 > joblib.cpu_count()
 
 
 def _min_replay_ratio(min_replay_ratio: float | None, ratio: float) -> float:
