@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +30,7 @@ from .faults import check_fault
 from .messages import ActorData, Checkpoint, NewWeights, Stop, Throttle, UnexpectedMessage
 from .shm import SharedParameters
 from .tasks import Channel
-from .threads import run_niced
+from .threads import run_niced, thread_niceness
 from .weights import Changes, apply_changes
 
 __all__ = ["Actor", "ActorSettings", "actor_task", "FLUSH_S", "ORDERS_S"]
@@ -96,7 +94,7 @@ def actor_task(ch: Channel, *, settings: ActorSettings, weights: dict[str, np.nd
                paused: bool = False, resume: dict[str, Any] | None = None) -> None:
     """One actor, in a worker task, for the whole run (see :mod:`dqnlab.schemes.actors`): :meth:`Actor.run` of
     ``Actor(ch, settings, weights, version, paused, resume)`` (its parameters and errors), with one torch thread
-    outside the parent process, in a thread of its own at ``settings.nice`` (:func:`~dqnlab.parallel.threads.run_niced`).
+    outside the parent process, at ``settings.nice`` above its worker (:func:`~dqnlab.parallel.threads.run_niced`).
     """
     if os.getpid() != settings.parent_pid and torch.get_num_threads() != 1:
         torch.set_num_threads(1)  # a batched forward pass of n_envs boards: one thread is plenty
@@ -157,6 +155,7 @@ class Actor:
     def __init__(self, ch: Channel, settings: ActorSettings, weights: dict[str, np.ndarray] | None, version: int,
                  paused: bool = False, resume: dict[str, Any] | None = None):
         self.ch, self.settings, self.config = ch, settings, settings.config
+        self.niceness: int | None = None  # the acting thread's, once it runs (ActorData.niceness)
         config, worker = settings.config, settings.worker
         self.clock0, self.deadline = settings.clock.local()  # the learner's start, on this process's clock
         self.core = _acting_core(settings)
@@ -203,6 +202,7 @@ class Actor:
         On an exception it first sends what it gathered, then re-raises (the task wrapper reports it).
         """
         s, ch = self.settings, self.ch
+        self.niceness = thread_niceness()  # (this thread's, which acts: see actor_task)
         try:
             if self.awaiting:  # resumed while waiting for the learner's reply (the learner sends it)
                 self.wait_for_learner(True, count=False)
@@ -312,7 +312,7 @@ class Actor:
         t0 = time.perf_counter()
         self.ch.send(ActorData(self.settings.worker, done, transitions, self.version, self.finished_in_chunk,
                                self.rows, self.env_steps, self.episodes, dict(self.timing), self.loads, self.waits,
-                               self.settings.epsilon, self.epsilon_now(), final_state, _niceness()))
+                               self.settings.epsilon, self.epsilon_now(), final_state, self.niceness))
         self.chunk, self.rows, self.finished_in_chunk = [], [], 0
         self.last_flush = time.perf_counter()
         self.timing["sending"] += self.last_flush - t0
@@ -427,10 +427,3 @@ def _acting_core(settings: ActorSettings) -> Learner | None:
         return None
     return Learner(c.replace(buffer_size=max(settings.max_chunk, c.n_envs), learning_starts=0),
                    worker=settings.worker)
-
-
-def _niceness() -> int | None:
-    """The scheduling niceness of the calling thread (None where the OS has none)."""
-    if not hasattr(os, "getpriority"):
-        return None
-    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id() if sys.platform.startswith("linux") else 0)

@@ -14,7 +14,8 @@ from typing import Any, Self, TypeVar
 import joblib
 import torch
 
-__all__ = ["torch_threads", "torch_threads_set", "pin_torch_threads", "parent_handles_sigint", "run_niced"]
+__all__ = ["torch_threads", "torch_threads_set", "pin_torch_threads", "parent_handles_sigint", "run_niced",
+           "thread_niceness"]
 
 T = TypeVar("T")
 
@@ -92,6 +93,14 @@ class parent_handles_sigint:
             signal.signal(signal.SIGINT, self.previous)
 
 
+def thread_niceness() -> int | None:
+    """The scheduling niceness of the calling thread (Linux: its own; elsewhere its process's; None where the OS
+    has none)."""
+    if not hasattr(os, "getpriority"):
+        return None
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id() if sys.platform.startswith("linux") else 0)
+
+
 def run_niced(fn: Callable[[], T], nice: int) -> T:
     """``fn()`` in a thread of its own whose niceness is ``nice`` above this thread's (at most 19), and its result.
 
@@ -113,9 +122,8 @@ def run_niced(fn: Callable[[], T], nice: int) -> T:
 
     def body() -> None:
         try:
-            me = threading.get_native_id()
             with contextlib.suppress(OSError):  # (raising one's own niceness is always allowed; be safe)
-                os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + nice))
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, thread_niceness() + nice))
             out["value"] = fn()
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread as it is
             out["error"] = err

@@ -45,17 +45,14 @@ def test_a_run_learns_on_the_learner_thread_count_and_restores_the_callers(cfg, 
     assert seen and set(seen) == {threads.torch_threads(1)}
 
 
-def _niceness() -> int:
-    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
 def test_run_niced_runs_the_function_at_the_raised_niceness_and_leaves_the_caller_as_it_was():
-    before = _niceness()
-    seen = threads.run_niced(lambda: (_niceness(), threading.get_native_id()), 5)
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert threads.thread_niceness() == before
+    seen = threads.run_niced(lambda: (threads.thread_niceness(), threading.get_native_id()), 5)
     assert seen[0] == min(19, before + 5) and seen[1] != threading.get_native_id()  # in a thread of its own
-    assert _niceness() == before
-    assert threads.run_niced(_niceness, 0) == before  # 0: here, as it is
+    assert threads.thread_niceness() == before
+    assert threads.run_niced(threads.thread_niceness, 0) == before  # 0: here, as it is
 
 
 def test_run_niced_raises_what_the_function_raises_and_rejects_a_bad_niceness():
