@@ -192,13 +192,14 @@ class DQNAgent:
             self.target = make_network(config, outputs).to(self.device)
             self.target.load_state_dict(self.online.state_dict())
             self.target.requires_grad_(False)
-        if config.optimizer == "sgd":
-            self.optimizer: torch.optim.Optimizer = torch.optim.SGD(self.online.parameters(), lr=config.lr)
-        elif config.optimizer == "tc":  # (raises for a learner on a GPU: TC is the compiled core's)
-            self.optimizer = optim.TemporalCoherence(self.online.parameters(), config.lr, config.tc_start,
-                                                     config.tc_td_lr)
-        else:
-            self.optimizer = optim.adam(self.online.parameters(), config.lr)
+        with optim.compiler_left_unloaded():
+            if config.optimizer == "sgd":
+                self.optimizer: torch.optim.Optimizer = torch.optim.SGD(self.online.parameters(), lr=config.lr)
+            elif config.optimizer == "tc":  # (raises for a learner on a GPU: TC is the compiled core's)
+                self.optimizer = optim.TemporalCoherence(self.online.parameters(), config.lr, config.tc_start,
+                                                         config.tc_td_lr)
+            else:
+                self.optimizer = optim.adam(self.online.parameters(), config.lr)
         self.updates = 0
         # What the last update left for diagnostics(): its loss, the (B, outputs) online values of its
         # minibatch and its gradient norm before clipping (None: not clipped, read from the gradients);
@@ -621,17 +622,19 @@ class DQNAgent:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue training: both networks (``target`` None when it is the
         online network), optimiser, counters, RNG."""
+        with optim.compiler_left_unloaded():
+            moments = self.optimizer.state_dict()
         return {"online": self.online.state_dict(),
                 "target": None if self.target is self.online else self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates,
-                "rng": self.rng.bit_generator.state}
+                "optimizer": moments, "updates": self.updates, "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
         self.online.load_state_dict(state["online"])
         if self.target is not self.online:
             self.target.load_state_dict(state["online"] if state["target"] is None else state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])  # (moves the saved moments to the parameters' device)
+        with optim.compiler_left_unloaded():
+            self.optimizer.load_state_dict(state["optimizer"])  # (moves the saved moments to the parameters' device)
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
         self.refresh_acting()

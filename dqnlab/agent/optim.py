@@ -5,16 +5,18 @@ Each computes what the stock PyTorch call computes, without the per-call Python 
 ``python -m dqnlab bench learner`` times each against the stock call, and the tests check each
 against it (``tests/bench/test_bench_learner.py``, ``tests/test_learning.py``).
 
-Two reach into PyTorch internals, each with the public call as fallback: :func:`optimizer_step`
+Three reach into PyTorch internals, each with the public call as fallback: :func:`optimizer_step`
 reads the optimiser's hook dictionaries (:func:`_no_hooks`) and calls the private kernel
 ``torch._fused_adam_`` (PyTorch 2.4 and later; a PyTorch whose kernel takes other arguments
 goes back to ``optimizer.step()`` for good); :func:`denormals_flushed` tells whether this
-thread flushes denormals by an arithmetic probe (PyTorch has no getter).
+thread flushes denormals by an arithmetic probe (PyTorch has no getter); :func:`compiler_left_unloaded`
+fills the cache of PyTorch's compile guards (a PyTorch without it imports its compiler as before).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,7 +26,7 @@ from torch.optim import optimizer as _optim_module
 from ..core import memory as core_memory
 
 __all__ = ["adam", "TemporalCoherence", "optimizer_step", "grad_norm", "clip_grad_norm", "clear_grads",
-           "denormals_flushed"]
+           "denormals_flushed", "compiler_left_unloaded"]
 
 
 def adam(params: Any, lr: float) -> torch.optim.Adam:
@@ -193,10 +195,12 @@ def _fused_adam_step(optimizer: torch.optim.Optimizer) -> bool:
     """``Adam.step`` of a fused Adam as its kernel call alone; returns False, doing nothing, unless
     ``optimizer`` is a plain ``torch.optim.Adam`` with ``fused=True``, one parameter group of float
     hyperparameters (no amsgrad, maximize, capturable, differentiable or decoupled weight decay)
-    and every parameter's gradient and state already present (so never on the first step).
+    and every parameter's gradient present.
 
-    It increments each parameter's ``step`` and calls ``torch._fused_adam_`` with the group's
-    settings, as ``Adam.step`` does.
+    At the first step it makes each parameter's state as ``Adam.step`` does (a float32 ``step`` of 0 on the
+    parameter's device, zero moments); then it increments each ``step`` and calls ``torch._fused_adam_``
+    with the group's settings. (``Adam.step`` itself would also import PyTorch's compiler, about 2 s of a
+    new process's start: see :func:`compiler_left_unloaded`.)
     """
     groups = optimizer.param_groups
     if not (_FUSED_ADAM["ok"] and type(optimizer) is torch.optim.Adam and len(groups) == 1):
@@ -206,8 +210,13 @@ def _fused_adam_step(optimizer: torch.optim.Optimizer) -> bool:
     state = optimizer.state
     if not (g.get("fused") and not g["amsgrad"] and not g["maximize"] and not g.get("capturable")
             and not g.get("differentiable") and not g.get("decoupled_weight_decay")
-            and isinstance(g["lr"], float) and all(p.grad is not None and p in state for p in params)):
+            and isinstance(g["lr"], float) and all(p.grad is not None for p in params)):
         return False
+    for p in params:
+        if not state[p]:
+            state[p] = {"step": torch.zeros((), dtype=torch.float32, device=p.device),
+                        "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                        "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
     states = [state[p] for p in params]
     steps = [st["step"] for st in states]
     beta1, beta2 = g["betas"]
@@ -295,3 +304,41 @@ def denormals_flushed() -> Iterator[None]:
     finally:
         if flush:
             torch.set_flush_denormal(False)
+
+
+# --------------------------------------------------------------------------- PyTorch's compiler, left unloaded
+#: The methods of ``torch.optim.Optimizer`` that PyTorch guards against ``torch.compile`` with
+#: ``torch._disable_dynamo`` (constructing an optimiser calls ``add_param_group``).
+_GUARDED = ("add_param_group", "state_dict", "load_state_dict", "zero_grad")
+
+
+@contextlib.contextmanager
+def compiler_left_unloaded() -> Iterator[None]:
+    """Inside, constructing an optimiser and its ``state_dict``, ``load_state_dict`` and ``zero_grad`` do not
+    import PyTorch's compiler.
+
+    PyTorch guards those methods so that ``torch.compile`` does not trace them. The guard imports the compiler,
+    ``torch._dynamo`` (hundreds of modules, sympy among them: about 2 s of a new process's start), at the
+    method's first call, and caches itself on the function (its ``__dynamo_disable`` attribute). In a process
+    that has not imported the compiler, nothing has been compiled, so the guard has nothing to guard: inside,
+    the cache holds each method's own function, which PyTorch's wrapper then calls directly. On the way out
+    the cache is emptied again, so a call outside builds its guard as PyTorch would. Where the compiler is
+    already imported, or PyTorch keeps no such cache, nothing changes. The n-tuple presets' learners train
+    in the compiled core (:mod:`dqnlab.core`), not through ``optimizer.step()``, so their processes never
+    import it.
+    """
+    if "torch._dynamo" in sys.modules:
+        yield
+        return
+    marked = []
+    for name in _GUARDED:
+        fn = getattr(getattr(torch.optim.Optimizer, name, None), "__wrapped__", None)
+        if fn is not None and getattr(fn, "__dynamo_disable", None) is None:
+            setattr(fn, "__dynamo_disable", fn)  # (the name PyTorch reads, unmangled)
+            marked.append(fn)
+    try:
+        yield
+    finally:
+        for fn in marked:
+            if getattr(fn, "__dynamo_disable", None) is fn:
+                delattr(fn, "__dynamo_disable")

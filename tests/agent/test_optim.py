@@ -1,5 +1,11 @@
 """TemporalCoherence, the torch side of temporal coherence learning: its sparse step is the compiled kernel's
-on the gradient's entries in order, its dense step the same rule vectorised, its TD phase plain SGD."""
+on the gradient's entries in order, its dense step the same rule vectorised, its TD phase plain SGD. Training
+and checkpointing leave PyTorch's compiler unloaded."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,3 +104,37 @@ def test_a_state_saved_with_the_sums_apart_loads():
     fresh.load_state_dict({"state": old, "param_groups": opt.state_dict()["param_groups"]})
     st = fresh.state[net.weight]
     assert set(st) == {"step", "sums"} and torch.equal(st["sums"], sums) and sums[..., 0].ne(sums[..., 1]).any()
+
+
+_TRAIN_AND_CHECKPOINT = textwrap.dedent("""
+    import sys
+    import torch
+    from dqnlab import DQNAgent, TrainConfig, train
+    from dqnlab.agent.optim import compiler_left_unloaded
+    for preset, steps in (("mlp", 600), ("ntuple-small", 2000), ("default", 300)):
+        config = TrainConfig.preset(preset, total_env_steps=steps, n_envs=8, learning_starts=64, buffer_size=500,
+                                    batch_size=16, seed=0, **({"ntuples": ((0, 1, 2, 3),)} if preset == "default" else {}))
+        run = train("serial", config, progress=False)
+        assert run.updates > 0, preset
+        agent = DQNAgent(config, seed=0)
+        agent.load_state_dict(agent.state_dict())
+    assert "torch._dynamo" not in sys.modules, "imported"
+    # the guard's cache is left empty: a call outside builds PyTorch's own guard
+    assert not any(hasattr(getattr(torch.optim.Optimizer, n).__wrapped__, "__dynamo_disable")
+                   for n in ("add_param_group", "state_dict", "load_state_dict", "zero_grad"))
+    agent.optimizer.state_dict()
+    assert "torch._dynamo" in sys.modules
+    with compiler_left_unloaded():  # once imported, PyTorch's guards are used as they are
+        assert hasattr(torch.optim.Optimizer.state_dict.__wrapped__, "__dynamo_disable")
+        assert torch.optim.Optimizer.state_dict.__wrapped__.__dynamo_disable is not torch.optim.Optimizer.state_dict.__wrapped__
+    print("ok")
+""")
+
+
+def test_training_and_checkpoints_leave_pytorchs_compiler_unloaded():
+    """A new process that trains an mlp, an n-tuple network (Adam's first step, SGD, TC) and saves and loads an
+    agent's state never imports ``torch._dynamo`` (about 2 s of every worker's start)."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _TRAIN_AND_CHECKPOINT], capture_output=True, text=True, cwd=root,
+                          timeout=240, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

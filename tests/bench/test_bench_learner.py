@@ -87,7 +87,8 @@ def test_direct_fused_adam_step_is_bitwise_optimizer_step():
             _optimizer_step(opt) if direct else opt.step()
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
-        assert all(torch.equal(opt_a.state[p][k], opt_b.state[q][k]) for k in ("step", "exp_avg", "exp_avg_sq"))
+        assert all(torch.equal(opt_a.state[p][k], opt_b.state[q][k]) and opt_a.state[p][k].dtype == opt_b.state[q][k].dtype
+                   for k in ("step", "exp_avg", "exp_avg_sq"))
     # another optimiser goes through its own step()
     sgd = torch.optim.SGD(a.parameters(), lr=0.1)
     before = [p.detach().clone() for p in a.parameters()]
