@@ -323,9 +323,9 @@ def compiler_left_unloaded() -> Iterator[None]:
     that has not imported the compiler, nothing has been compiled, so the guard has nothing to guard: inside,
     the cache holds each method's own function, which PyTorch's wrapper then calls directly. On the way out
     the cache is emptied again, so a call outside builds its guard as PyTorch would. Where the compiler is
-    already imported, or PyTorch keeps no such cache, nothing changes. The n-tuple presets' learners train
-    in the compiled core (:mod:`dqnlab.core`), not through ``optimizer.step()``, so their processes never
-    import it.
+    already imported, or PyTorch keeps no such cache, nothing changes. With this, a run of the n-tuple presets
+    (updated by the compiled core, :mod:`dqnlab.core`) or of Adam (:func:`optimizer_step`) never imports the
+    compiler; ``optimizer.step()`` of another optimiser still does.
     """
     if "torch._dynamo" in sys.modules:
         yield
