@@ -176,21 +176,26 @@ def test_a_killed_dask_worker_ends_the_run_naming_it_even_though_dask_reruns_its
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, silence_logs=logging.ERROR) as lc, \
             distributed.Client(lc, set_as_default=False) as client:
-        victim = sorted(set(client.run(os.getpid).values()))[1]
+        workers = set(client.run(os.getpid).values())
         killed = []
 
         def kill_once(snapshot):
-            if snapshot.env_steps > 0 and not killed:
+            # task 1's process, once the task has said hello: killed before, while the task still imported,
+            # it has lost nothing, and Dask's first start of the task elsewhere is the run's first (so it was
+            # in CI once, where the other task made the first env steps)
+            victim = ([w.get("pid") for w in snapshot.extra.get("per_worker", [])] + [None, None])[1]
+            if snapshot.env_steps > 0 and victim is not None and not killed:
+                assert victim in workers  # a Dask worker's process, not this one
                 os.kill(victim, signal.SIGKILL)  # as the OOM killer would
-                killed.append(time.perf_counter())
+                killed.append((time.perf_counter(), victim))
             return False
 
         config = cfg.replace(total_env_steps=None, max_seconds=60.0)
         with pytest.raises(WorkerError) as raised:
             dqnlab.train("independent", config, workers=2, progress=False, backend="dask",
                          dask_scheduler=lc.scheduler_address, callback=kill_once)
-        waited = time.perf_counter() - killed[0]  # (until the run ended, not the cluster's own shutdown)
-    err = raised.value
+        waited = time.perf_counter() - killed[0][0]  # (until the run ended, not the cluster's own shutdown)
+    err, victim = raised.value, killed[0][1]
     assert waited < 15, waited  # not the budget's end, nor gloo's or any other 60 s
     assert f"pid {victim}" in err.message and ("died" in err.message or "started the task again" in err.message)
     assert err.partial is not None and err.partial.env_steps > 0  # what was gathered is kept
