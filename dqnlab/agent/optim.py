@@ -199,8 +199,8 @@ def _fused_adam_step(optimizer: torch.optim.Optimizer) -> bool:
 
     At the first step it makes each parameter's state as ``Adam.step`` does (a float32 ``step`` of 0 on the
     parameter's device, zero moments); then it increments each ``step`` and calls ``torch._fused_adam_``
-    with the group's settings. (``Adam.step`` itself would also import PyTorch's compiler, about 2 s of a
-    new process's start: see :func:`compiler_left_unloaded`.)
+    with the group's settings. (``Adam.step`` itself would also import PyTorch's compiler: see
+    :func:`compiler_left_unloaded`.)
     """
     groups = optimizer.param_groups
     if not (_FUSED_ADAM["ok"] and type(optimizer) is torch.optim.Adam and len(groups) == 1):
@@ -318,7 +318,7 @@ def compiler_left_unloaded() -> Iterator[None]:
     import PyTorch's compiler.
 
     PyTorch guards those methods so that ``torch.compile`` does not trace them. The guard imports the compiler,
-    ``torch._dynamo`` (hundreds of modules, sympy among them: about 2 s of a new process's start), at the
+    ``torch._dynamo`` (hundreds of modules, sympy among them: seconds of a new process's start), at the
     method's first call, and caches itself on the function (its ``__dynamo_disable`` attribute). In a process
     that has not imported the compiler, nothing has been compiled, so the guard has nothing to guard: inside,
     the cache holds each method's own function, which PyTorch's wrapper then calls directly. On the way out

@@ -133,7 +133,7 @@ _TRAIN_AND_CHECKPOINT = textwrap.dedent("""
 
 def test_training_and_checkpoints_leave_pytorchs_compiler_unloaded():
     """A new process that trains an mlp, an n-tuple network (Adam's first step, SGD, TC) and saves and loads an
-    agent's state never imports ``torch._dynamo`` (about 2 s of every worker's start)."""
+    agent's state never imports ``torch._dynamo`` (seconds of every worker's start)."""
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", _TRAIN_AND_CHECKPOINT], capture_output=True, text=True, cwd=root,
                           timeout=240, check=False)

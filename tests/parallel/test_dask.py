@@ -180,9 +180,8 @@ def test_a_killed_dask_worker_ends_the_run_naming_it_even_though_dask_reruns_its
         killed = []
 
         def kill_once(snapshot):
-            # task 1's process, once the task has said hello: killed before, while the task still imported,
-            # it has lost nothing, and Dask's first start of the task elsewhere is the run's first (so it was
-            # in CI once, where the other task made the first env steps)
+            # task 1's process, once the task has said hello: a process killed before that, while its task still
+            # imports, has lost nothing, and Dask's start of the task elsewhere is the task's first
             victim = ([w.get("pid") for w in snapshot.extra.get("per_worker", [])] + [None, None])[1]
             if snapshot.env_steps > 0 and victim is not None and not killed:
                 assert victim in workers  # a Dask worker's process, not this one
