@@ -362,7 +362,10 @@ class TrainConfig:
 #:   its learning rate is scaled to its 136 placements.
 #: * ``default``: the best learner found on 2 CPU cores, today ``ntuple`` with temporal coherence
 #:   (``optimizer="tc"``, ``lr=1.0``: Jaśkowski 2018's meta step size for its 32 placements and minibatches of
-#:   64), which learns faster than fixed-step TD(0) from the first minutes on (``docs/learning.md``).
+#:   64), which learns faster than fixed-step TD(0) from the first minutes on (``docs/learning.md``), on
+#:   two-step returns (``n_step=2``: n-step TD, Sutton & Barto 2018, chapter 7; Jaśkowski 2018's TC(lambda)
+#:   learns from lambda-returns for the same reason), which need fewer moves than one-step returns for the same
+#:   player (the README's *two-step returns*).
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(
         n_envs=1, max_moves=1_000, invalid_move_reward=-25.0, mask_illegal=False,
@@ -395,7 +398,7 @@ PRESETS["mlp-afterstate"] = {**PRESETS["mlp"], "afterstate": True, "augment_symm
                              "epsilon_end": 0.0, "epsilon_decay_steps": 100_000, "learning_starts": 5_000}
 PRESETS["ntuple-small"] = {**PRESETS["ntuple"], "ntuples": "17x4", "lr": 0.05, "n_envs": 256, "buffer_size": 20_000,
                            "batch_size": 256, "learning_starts": 20_000}
-PRESETS["default"] = {**PRESETS["ntuple"], "optimizer": "tc", "lr": 1.0}
+PRESETS["default"] = {**PRESETS["ntuple"], "optimizer": "tc", "lr": 1.0, "n_step": 2}
 
 
 def family_preset(network: str, afterstate: bool | None = None) -> str:

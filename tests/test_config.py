@@ -49,11 +49,12 @@ def test_seed_preset_is_the_users_trainer():
     assert (c.max_moves, c.invalid_move_reward, c.mask_illegal) == (1_000, -25.0, False)
 
 
-def test_default_preset_is_the_ntuple_learner_with_temporal_coherence():
+def test_default_preset_is_the_ntuple_learner_with_temporal_coherence_on_two_step_returns():
     default, plain = TrainConfig.preset("default"), TrainConfig.preset("ntuple")
-    assert (default.network, default.ntuples, default.optimizer, default.lr) == ("ntuple", "4x6", "tc", 1.0)
-    assert (plain.optimizer, plain.lr) == ("sgd", 0.2)  # plain TD(0), the baseline the methods are measured on
-    assert default.replace(optimizer="sgd", lr=0.2) == plain
+    assert (default.network, default.ntuples, default.optimizer, default.lr, default.n_step) == (
+        "ntuple", "4x6", "tc", 1.0, 2)
+    assert (plain.optimizer, plain.lr, plain.n_step) == ("sgd", 0.2, 1)  # plain TD(0), the baseline of the methods
+    assert default.replace(optimizer="sgd", lr=0.2, n_step=1) == plain
 
 
 def test_round_trip_and_replace():
