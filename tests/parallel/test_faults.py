@@ -103,6 +103,16 @@ class _Run:
         return self.err_file.read_text()
 
 
+def _every_worker_started(summary: Path) -> bool:
+    """Whether the run's summary shows both workers' tasks running: a worker's process named (its task said
+    hello), or its learning time counted (``sharded``'s ranks, which report no pid)."""
+    try:
+        per_worker = json.loads(summary.read_text())["extra"].get("per_worker", [])
+    except (OSError, ValueError, KeyError):  # not written yet, or being rewritten
+        return False
+    return len(per_worker) == 2 and all(w.get("pid") or w.get("learning_s", 0) > 0 for w in per_worker)
+
+
 def _per_worker_numbering_is_whole(episodes: pd.DataFrame) -> bool:
     return all(sorted(g["episode"]) == list(range(len(g))) for _, g in episodes.groupby("worker"))
 
@@ -113,8 +123,11 @@ def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, s
     shown = [a for a in TRAIN if a != "--no-progress"]  # with the progress bar, what it does is said above it
     run = _Run(tmp_path, *shown, "--scheme", scheme, "--out", str(out))
     try:
-        # the checkpoint is written just before summary.json: wait for both
-        _wait_for(lambda: (out / "checkpoint.pt").exists() and (out / "summary.json").exists(), 120, run.proc)
+        # the checkpoint is written just before summary.json: wait for both, and for every worker's task to have
+        # said hello: this is a run under way (Ctrl-C in a run's first seconds, while a pool process still
+        # unpickles its task, kills that process, and the run ends naming it instead of as interrupted)
+        _wait_for(lambda: (out / "checkpoint.pt").exists() and _every_worker_started(out / "summary.json"), 120,
+                  run.proc)
         games_before = json.loads((out / "summary.json").read_text())["episodes"]
         os.killpg(run.proc.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the whole process group
         code, waited = run.finish(60)
