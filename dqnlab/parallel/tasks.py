@@ -30,6 +30,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
+from multiprocessing import resource_tracker
 from multiprocessing.managers import SyncManager
 from typing import Any, Self
 
@@ -430,6 +431,17 @@ class TaskGroup(Supervisor):
 
     def _run(self) -> None:
         parent = os.getpid()
+        # Ctrl-C reaches every process of the terminal's process group, and a pool process that gets it before its
+        # task ignores it (while Python starts there, or while it unpickles the task, which imports this package
+        # and PyTorch) dies of it: the pool breaks, and the run ends naming a worker instead of as interrupted. A
+        # process is born with the signal mask of the thread that starts it (fork and exec keep it), and loky
+        # starts its processes, and the thread that replaces them, from the thread that submits the tasks: this
+        # one. With SIGINT blocked here (this thread only: the main thread still takes Ctrl-C and tells the
+        # workers to stop), the pool's processes never see it. multiprocessing's resource tracker is started first:
+        # loky starts it before its first process, and Python 3.11's unblocks SIGINT in the thread that starts it.
+        if hasattr(signal, "pthread_sigmask"):
+            resource_tracker.ensure_running()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             with joblib.Parallel(n_jobs=self.n_jobs, batch_size=1, pre_dispatch="all",
                                  backend=self.backend) as parallel:

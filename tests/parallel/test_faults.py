@@ -124,8 +124,7 @@ def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, s
     run = _Run(tmp_path, *shown, "--scheme", scheme, "--out", str(out))
     try:
         # the checkpoint is written just before summary.json: wait for both, and for every worker's task to have
-        # said hello: this is a run under way (Ctrl-C in a run's first seconds, while a pool process still
-        # unpickles its task, kills that process, and the run ends naming it instead of as interrupted)
+        # said hello: a run under way, with games to keep (Ctrl-C in its first seconds: the test after this one)
         _wait_for(lambda: (out / "checkpoint.pt").exists() and _every_worker_started(out / "summary.json"), 120,
                   run.proc)
         games_before = json.loads((out / "summary.json").read_text())["episodes"]
@@ -147,6 +146,36 @@ def test_ctrl_c_stops_a_parallel_run_keeping_its_data_and_no_process(tmp_path, s
     assert len(episodes) == len(ck["episodes"]["score"]) == summary["episodes"] >= games_before
     assert _per_worker_numbering_is_whole(episodes)
     assert set(episodes["worker"]) == ({0, 1} if scheme == "independent" else {0})  # sharded: one learner acts
+
+
+def _pool_process_started(sid: int) -> bool:
+    """Whether session ``sid`` has a loky pool process (it may still be starting Python)."""
+    for pid in _session_processes(sid):
+        try:
+            if b"popen_loky_posix" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:  # ended meanwhile
+            continue
+    return False
+
+
+def test_ctrl_c_while_the_pool_processes_start_ends_the_run_as_interrupted(tmp_path, python_sigint):
+    # pressed as soon as a pool process exists: it is still starting Python, or unpickling its task (which imports
+    # dqnlab and PyTorch, seconds), and must not die of it (the run would end naming the worker, exit status 1)
+    out = tmp_path / "run"
+    run = _Run(tmp_path, *TRAIN, "--scheme", "independent", "--out", str(out))
+    try:
+        _wait_for(lambda: _pool_process_started(run.proc.pid), 120, run.proc)
+        os.killpg(run.proc.pid, signal.SIGINT)
+        code, waited = run.finish(60)
+        assert code == 130, run.stderr
+        assert waited < 30
+        assert "[interrupted]" in run.stdout and "Traceback" not in run.stderr
+        assert run.left_behind() == []
+    finally:
+        run.kill()
+        run.remove_tmp()
+    assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
 
 
 def test_a_killed_worker_process_is_named_and_nothing_is_left(tmp_path):
