@@ -382,7 +382,7 @@ def test_bench_learning_sittings_puts_each_seed_beside_serials_in_its_file(tmp_p
     readme.write_text("# text\n")
     assert main(["bench", "learning", "--sittings", ",".join(files), "--summary", str(readme)]) == 0
     text = readme.read_text()
-    assert text.startswith("# text\n") and "<!-- bench learning 2 min sittings versus serial -->" in text
+    assert text.startswith("# text\n") and "<!-- bench learning 2 min sittings (one) versus serial -->" in text
     # both serial seeds cross half at 1.5 minutes, after 300 env steps (interpolated): 200 env steps/min
     assert text.count("| serial | 1 | 1 | 1.50 | 1.00 | 300 | 1.00 | 3 | 1.00 |") == 2
     # shared's seed 1 is past half at its first point: 1 minute, 400 env steps, 2x serial's env steps a second

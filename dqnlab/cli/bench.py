@@ -219,8 +219,9 @@ def _cmd_bench_sittings(args: argparse.Namespace) -> int:
     results = [(p.stem, _read_results(p, "--sittings")) for p in paths]
     table = sittings(results)
     if args.summary is not None:
-        write_section(args.summary, f"learning {results[0][1]['minutes']:g} min sittings versus serial",
-                      sittings_markdown(results))
+        # (named after the first file, as --summary names a results file's section: one table a set of sittings)
+        write_section(args.summary, f"learning {results[0][1]['minutes']:g} min sittings ({results[0][0]}) versus "
+                      f"serial", sittings_markdown(results))
     if args.json:
         print(table.to_json(orient="records", indent=2))
     else:

@@ -164,7 +164,8 @@ def _add_bench(sub) -> None:
                    help="learning: train nothing; compare results files of the same configurations measured at "
                         "different times, each seed against serial's same seed in the same file (minutes and env "
                         "steps to 4096 in half the games, env steps/s to there); with --summary PATH, also as "
-                        "markdown there (e.g. docs/learning-lr.json,docs/learning-lr-rerun.json)")
+                        "markdown there, in a section named after the first file (e.g. "
+                        "docs/learning-lr.json,docs/learning-lr-rerun.json)")
     b.add_argument("--seconds", type=positive_float, help="scaling: seconds of each run (default 20)")
     b.add_argument("--eval-games", type=nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")

@@ -20,6 +20,7 @@ from .learning import (
     BEST_RESULTS,
     EARLIER_SCHEME_RESULTS,
     METHOD_VARIANTS,
+    NSTEP_SITTINGS,
     REPLAY_VARIANTS,
     SCHEME_RESULTS,
     SITTINGS,
@@ -50,6 +51,6 @@ __all__ = [
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
     "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-    "EARLIER_SCHEME_RESULTS", "SITTINGS", "scheme_learning", "versus_serial", "sittings",
+    "EARLIER_SCHEME_RESULTS", "SITTINGS", "NSTEP_SITTINGS", "scheme_learning", "versus_serial", "sittings",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
            "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-           "EARLIER_SCHEME_RESULTS", "SITTINGS", "scheme_learning", "versus_serial", "sittings"]
+           "EARLIER_SCHEME_RESULTS", "SITTINGS", "NSTEP_SITTINGS", "scheme_learning", "versus_serial", "sittings"]
 
 #: The folder of the measured results files below: in a source checkout, beside the package.
 _DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -48,6 +48,9 @@ STEP_RESULTS = _DOCS / "learning-lr.json"
 #: another time of the host's drifting speed), in the order they were measured.
 SITTINGS = tuple(_DOCS / f"learning-{name}.json"
                  for name in ("lr", "lr-rerun", "hugepages", "hugepages-rerun", "sitting5", "sitting6"))
+#: The same on two-step returns (``n_step=2``, the ``default`` preset's since 2026-12-06), whose first sitting also ran
+#: serial at one step (the variant ``n_step=1``).
+NSTEP_SITTINGS = tuple(_DOCS / f"learning-{name}.json" for name in ("nstep", "nstep-rerun"))
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")

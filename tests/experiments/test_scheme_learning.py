@@ -125,7 +125,7 @@ def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(
 
 
 @pytest.mark.parametrize("path", [ex.SCHEME_RESULTS, ex.BEST_RESULTS, ex.STEP_RESULTS, ex.EARLIER_SCHEME_RESULTS,
-                                  *ex.SITTINGS], ids=lambda p: p.stem)
+                                  *ex.SITTINGS, *ex.NSTEP_SITTINGS], ids=lambda p: p.stem)
 def test_the_results_files_the_notebooks_read_are_in_the_checkout_with_serial_beside_each_scheme(path):
     data = ex.scheme_learning(None, path)
     assert {"serial"} < {r["scheme"] for r in data["rows"]}  # serial, and at least one scheme beside it
