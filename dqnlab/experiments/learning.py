@@ -50,7 +50,8 @@ SITTINGS = tuple(_DOCS / f"learning-{name}.json"
                  for name in ("lr", "lr-rerun", "hugepages", "hugepages-rerun", "sitting5", "sitting6"))
 #: The same on two-step returns (``n_step=2``, the ``default`` preset's since 2026-12-06), whose first sitting also ran
 #: serial at one step (the variant ``n_step=1``).
-NSTEP_SITTINGS = tuple(_DOCS / f"learning-{name}.json" for name in ("nstep", "nstep-rerun", "nstep-third", "nstep-fourth", "nstep-fifth"))
+NSTEP_SITTINGS = tuple(_DOCS / f"learning-{name}.json"
+                       for name in ("nstep", "nstep-rerun", "nstep-third", "nstep-fourth", "nstep-fifth"))
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
