@@ -292,19 +292,15 @@ def test_a_finished_runs_summary_reruns_its_configuration(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,match", [
     (["bench", "learning", "--presets", "best"], "--presets must name presets"),
-    (["bench", "learning", "--seconds", "3"], "bench learning takes"),
+    (["bench", "learning", "--seconds", "3"], "'bench learning' takes"),
     (["bench", "learning", "--schemes", "shared:lock=maybe"], "scheme spec 'shared:lock=maybe': lock:"),
     (["bench", "learning", "--schemes", "serial:lock=false"], "serial takes options none, not 'lock'"),
-    (["bench", "game", "--results", "r.json"], "--results, --redraw, --summary, --sittings and --keep apply only to 'bench learning'"),
-    (["bench", "game", "--sittings", "a.json"], "apply only to 'bench learning'"),
-    (["bench", "learning", "--sittings", "a.json", "--seeds", "1"], "--sittings trains nothing and writes only --summary: it does not take --seeds"),
-    (["bench", "learning", "--sittings", "a.json", "--redraw", "--write", "x.md"], "it does not take --write, --redraw"),
-    (["bench", "learning", "--sittings", ","], "--sittings must be comma-separated results files"),
-    (["bench", "game", "--minutes", "3"], "apply only to 'bench learning'"),
-    (["bench", "game", "--variants", "plain"], "--variants, --figure"),
-    (["bench", "learning", "--run", "runs/x"], "--run, --depths and --seed apply only to 'bench search'"),
-    (["bench", "game", "--devices", "cpu"], "--devices applies only to 'bench learner'"),
-    (["bench", "search", "--run", "runs/x", "--variants", "plain"], "'bench search' takes --run, --depths"),
+    (["bench", "game", "--minutes", "3"], "'bench game' takes --results and --json, not --minutes"),
+    (["bench", "game", "--variants", "plain", "--figure", "f.png"], "not --figure, --variants"),
+    (["bench", "readme", "--seeds", "1"], "'bench readme' takes --results, --write and --json, not --seeds"),
+    (["bench", "learning", "--run", "runs/x"], "not --run"),
+    (["bench", "game", "--devices", "cpu"], "not --devices"),
+    (["bench", "search", "--run", "runs/x", "--variants", "plain"], "'bench search' takes --depths, --games, --results, --run, --seed and --json, not --variants"),
     (["bench", "search", "--run", "runs/x", "--depths", "1,5"], "--depths must be comma-separated plies, each in 1..3"),
     (["bench", "search", "--depths", "1"], "bench search needs --run DIR"),
 ])
@@ -316,95 +312,71 @@ def test_bench_learning_flag_errors_are_one_line(argv, match, capsys):
     assert match in err and len(err.strip().splitlines()) == 1
 
 
-def test_bench_learning_results_file_must_be_one_and_of_the_same_budget(tmp_path, capsys):
+def test_bench_learning_results_record_must_be_one_and_of_the_same_budget(tmp_path, capsys):
     from dqnlab.cli import main
 
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     assert main(["bench", "learning", "--results", str(bad)]) == 2
-    assert "not a results file of bench learning" in capsys.readouterr().err
+    assert "bad.json: not a results record" in capsys.readouterr().err
+    torn = tmp_path / "torn.json"
+    torn.write_text('{"kind": "learning", "mea')
+    assert main(["bench", "learning", "--results", str(torn)]) == 2
+    assert "torn.json: not a readable results record" in capsys.readouterr().err
     other = tmp_path / "other.json"
-    other.write_text(json.dumps({"minutes": 3, "games": 1000, "rows": [], "machine": {}}))
+    other.write_text(json.dumps({"kind": "learning", "measures": "m", "minutes": 3, "games": 1000, "rows": [],
+                                 "time_to_player": [], "machine": {}}))
     assert main(["bench", "learning", "--results", str(other), "--minutes", "10"]) == 2
     assert "holds 3-minute runs of 1000 games: give the same --minutes and --games" in capsys.readouterr().err
     assert main(["bench", "learning", "--redraw", "--results", str(tmp_path / "none.json")]) == 2
-    assert "--redraw needs an existing --results file" in capsys.readouterr().err
+    assert "--redraw needs an existing --results record" in capsys.readouterr().err
     assert main(["bench", "learning", "--redraw", "--results", str(other), "--seeds", "1"]) == 2
-    assert "--redraw trains nothing: it takes --results, --write, --summary and --figure, not --seeds" in capsys.readouterr().err
+    assert "--redraw trains nothing: it takes --results and --figure, not --seeds" in capsys.readouterr().err
 
 
-def test_bench_learning_redraw_writes_the_results_files_section_and_figure(tmp_path):
+def test_bench_learning_redraw_draws_the_records_figure(tmp_path):
     from dqnlab.bench.report import machine_info
     from dqnlab.cli import main
 
     row = {"preset": "default", "network": "ntuple", "variant": "", "scheme": "serial", "options": "", "workers": 1,
            "seed": 1, "minutes": 1.0, "env_steps": 10, "updates": 1, "score_mean": 20_000.0, "score_median": 1.0,
            "reach_1024": 1.0, "reach_2048": 0.6, "reach_4096": 0.1, "reach_8192": 0.0, "status": "completed"}
-    shared = {**row, "scheme": "shared", "options": "lock=False", "workers": 2, "reach_2048": 0.4}
     results = tmp_path / "schemes.json"
-    results.write_text(json.dumps({"machine": machine_info(), "minutes": 1.0, "games": 10, "rows": [row, shared],
-                                   "runs": [{"command": "python -m dqnlab bench learning --seeds 1",
-                                             "machine": machine_info()}]}))
-    doc, png, readme = tmp_path / "learning.md", tmp_path / "schemes.png", tmp_path / "README.md"
-    readme.write_text("# a readme\n\nits own text\n")
-    assert main(["bench", "learning", "--redraw", "--results", str(results), "--write", str(doc),
-                 "--figure", str(png), "--summary", str(readme)]) == 0
-    summary = readme.read_text()
-    assert summary.startswith("# a readme\n\nits own text\n")  # the file's own text stays
-    assert "<!-- bench learning 1 min (schemes) versus serial -->" in summary
-    # serial made 2048 in half the games at its one point; shared never did (> the budget, no ratio)
-    assert "| serial | 1 | 1 | 1.0 | 1.0 | > 1 | — | 20,000 |" in summary
-    assert "| shared (lock=False) | 2 | 1 | 1.0 | > 1 | > 1 | — | 20,000 |" in summary
-    text = doc.read_text()
-    assert "<!-- bench learning 1 min (schemes) -->" in text and "Command: `python -m dqnlab bench learning --seeds 1`" in text
-    assert "![learning curves](schemes.png)" in text and png.stat().st_size > 0
+    before = json.dumps({"kind": "learning", "measures": "m", "machine": machine_info(), "minutes": 1.0, "games": 10,
+                         "rows": [row], "time_to_player": [], "runs": []})
+    results.write_text(before)
+    png = tmp_path / "schemes.png"
+    assert main(["bench", "learning", "--redraw", "--results", str(results), "--figure", str(png)]) == 0
+    assert png.stat().st_size > 0 and results.read_text() == before  # the record is left as it was
 
 
-def test_bench_learning_sittings_puts_each_seed_beside_serials_in_its_file(tmp_path, capsys):
-    from dqnlab.bench.report import machine_info
+def test_bench_writes_a_tables_record_and_readme_draws_from_the_store(tmp_path, monkeypatch):
+    from dqnlab import bench
+    from dqnlab.bench import store
     from dqnlab.cli import main
 
-    def curve(scheme, seed, points):  # (minutes, share of games making 4096, env steps) at each point
-        return [{"preset": "default", "network": "ntuple", "variant": "", "scheme": scheme,
-                 "options": "" if scheme == "serial" else "threads=True", "workers": 1 if scheme == "serial" else 2,
-                 "seed": seed, "minutes": m, "env_steps": steps, "updates": 1, "score_mean": 50_000.0,
-                 "score_median": 1.0, "reach_1024": 1.0, "reach_2048": 0.9, "reach_4096": r, "reach_8192": 0.0,
-                 "status": "completed"} for m, r, steps in points]
-
-    files = []
-    for name, share in (("one", 0.25), ("two", 0.75)):  # shared's seed 2 at its first point
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps({"machine": machine_info(), "minutes": 2.0, "games": 10, "rows": [
-            *curve("serial", 1, [(1, 0.0, 0), (2, 1.0, 600)]), *curve("serial", 2, [(1, 0.25, 100), (2, 0.75, 500)]),
-            *curve("shared", 1, [(1, 0.5, 400), (2, 1.0, 900)]), *curve("shared", 2, [(1, share, 200), (2, 1.0, 600)])]}))
-        files.append(str(path))
+    monkeypatch.setattr(bench, "bench_rules", lambda: [{"what": "core", "threads": 1, "moves_per_s": 5.0}])
+    record = tmp_path / "speed-game.json"
+    assert main(["bench", "game", "--results", str(record)]) == 0
+    rec = store.load(record)
+    assert rec["kind"] == "tables" and rec["tables"] == {"game": [{"what": "core", "threads": 1, "moves_per_s": 5.0}]}
+    assert rec["command"].startswith("python -m dqnlab bench") and rec["commit"] and rec["machine"]["date_utc"]
+    assert "| core | 1 | 5.0 |" in store.markdown(record)
     readme = tmp_path / "README.md"
-    readme.write_text("# text\n")
-    assert main(["bench", "learning", "--sittings", ",".join(files), "--summary", str(readme)]) == 0
+    repo = Path(__file__).resolve().parents[1]
+    readme.write_text("# x\n<!-- results schemes -->\nold\n<!-- /results schemes -->\ntail\n")
+    assert main(["bench", "readme", "--results", str(repo / "docs" / "results"), "--write", str(readme)]) == 0
     text = readme.read_text()
-    assert text.startswith("# text\n") and "<!-- bench learning 2 min sittings (one) versus serial -->" in text
-    # both serial seeds cross half at 1.5 minutes, after 300 env steps (interpolated): 200 env steps/min
-    assert text.count("| serial | 1 | 1 | 1.50 | 1.00 | 300 | 1.00 | 3 | 1.00 |") == 2
-    # shared's seed 1 is past half at its first point: 1 minute, 400 env steps, 2x serial's env steps a second
-    assert text.count("| shared (threads=True) | 2 | 1 | 1.00 | 0.67 | 400 | 1.33 | 7 | 2.00 |") == 2
-    # seed 2: 0.25 -> 1.0 crosses half a third of the way in file one (1.33 minutes), at the first point in two
-    assert "| one | " in text and "| shared (threads=True) | 2 | 2 | 1.33 | 0.89 | 333 | 1.11 | 4 | 1.25 |" in text
-    assert "| two | " in text and "| shared (threads=True) | 2 | 2 | 1.00 | 0.67 | 200 | 0.67 | 3 | 1.00 |" in text
-    assert ("shared (threads=True): 0.67x-0.89x serial's minutes, median 0.67x (4 of 4 runs made the player)"
-            in text)
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps({"machine": machine_info(), "minutes": 3.0, "games": 10, "rows": []}))
-    assert main(["bench", "learning", "--sittings", f"{files[0]},{other}"]) == 2
-    assert "hold different budgets or numbers of games: one: 2 min, 10 games, other: 3 min" in capsys.readouterr().err
+    assert "old" not in text and text.endswith("<!-- /results schemes -->\ntail\n") and "| [`serial`](docs/schemes/serial.md) |" in text
 
 
 def test_cli_rejects_options_of_other_bench_commands(capsys):
     from dqnlab.cli import main
 
     assert main(["bench", "game", "--write", "x.md"]) == 2
-    assert "apply only to 'bench peers' and 'bench learner'" in capsys.readouterr().err
+    assert "'bench game' takes --results and --json, not --write" in capsys.readouterr().err
     assert main(["bench", "peers", "--compile"]) == 2
-    assert "--compile applies only to 'bench learner'" in capsys.readouterr().err
+    assert "'bench peers' takes --no-keras, --quick, --results, --threads and --json, not --compile" in capsys.readouterr().err
 
 
 def test_reproduce_rejects_an_unknown_notebook(capsys):

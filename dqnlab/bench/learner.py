@@ -428,7 +428,7 @@ def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None 
 
 
 def learner_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench learner") -> str:
-    """The ``bench learner`` section of ``docs/benchmarks.md`` from :func:`bench_learner` output."""
+    """The ``bench learner`` result as markdown from :func:`bench_learner` output."""
     out = ["## The learner beside the machine's limit (`bench learner`)", "",
            md_machine(res["machine"], res["threads"], command), "",
            f"Limit: a {res['matmul_n']}x{res['matmul_n']} float32 matrix product (`torch.mm`) on the same threads, "

@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["POINTS", "POINTS_BY", "learning_curve", "bench_learning", "time_to_player", "learning_markdown",
-           "learning_figure", "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown", "sittings",
-           "sittings_markdown"]
+           "learning_figure", "parse_variant", "merge_results", "versus_serial", "versus_serial_markdown", "configuration"]
 
 #: Fractions of the budget at which the weights are evaluated: about log-spaced, since on the compiled core
 #: a player arrives in the first seconds (of 10 minutes: 12, 21, 30 and 45 s, 1, 1.5, 2, 3, 4, 5.5, 7, 8.5 and 10
@@ -212,7 +211,7 @@ def learning_curve(preset: str, scheme: str = "serial", workers: int = 1, minute
     return rows
 
 
-def _configuration(scheme: str, options: str, variant: str) -> str:
+def configuration(scheme: str, options: str, variant: str) -> str:
     """A configuration's name in the tables: ``scheme (options) (variant)``, each part only where it is set."""
     return scheme + "".join(f" ({x})" for x in (options, variant) if x)
 
@@ -272,11 +271,11 @@ def _crossing(before: dict[str, Any] | None, after: dict[str, Any], key: str, ma
 
 
 def _runs(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """The commands behind a result, each with ``keys``: the configurations and seeds it measured (:func:`_key`
-    as lists; a results file written before ``keys`` existed has runs without them)."""
+    """The commands behind a result, each with its commit, machine and ``keys``: the configurations and seeds it
+    measured (:func:`_key` as lists)."""
     if res.get("runs"):
         return list(res["runs"])
-    return [{"command": res.get("command"), "machine": res["machine"],
+    return [{"command": res.get("command"), "commit": res.get("commit"), "machine": res["machine"],
              "keys": sorted(list(k) for k in {_key(r) for r in res["rows"]})}]
 
 
@@ -297,7 +296,7 @@ def merge_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, 
                          f"{old['minutes']:g} minutes and {old['games']} games")
     replaced = {_key(r) for r in new["rows"]}
     rows = [r for r in old["rows"] if _key(r) not in replaced] + list(new["rows"])
-    kept = [run for run in _runs(old) if "keys" not in run or any(tuple(k) not in replaced for k in run["keys"])]
+    kept = [run for run in _runs(old) if any(tuple(k) not in replaced for k in run["keys"])]
     return {**new, "rows": rows, "time_to_player": time_to_player(rows), "runs": kept + _runs(new)}
 
 
@@ -495,7 +494,6 @@ def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
     times = {"minutes_to_10000": "to 10,000", "minutes_to_2048_in_half": "to 2048 in half",
              "minutes_to_4096_in_half": "to 4096 in half"}
     table = table.astype({c: float for c in times})
-    table["variant"] = table["variant"].fillna("") if "variant" in table else ""  # (files from before variants)
 
     def slowest(v: Any) -> float:
         return float(v.max()) if v.notna().all() else math.nan
@@ -517,7 +515,7 @@ def versus_serial_markdown(res: dict[str, Any]) -> str:
     never got there), with where the rows come from (``docs/learning.md``'s section of the same file)."""
     budget = res["minutes"]
     table = versus_serial(res)
-    rows = [{**r, "configuration": _configuration(r["scheme"], r["options"], r["variant"])}
+    rows = [{**r, "configuration": configuration(r["scheme"], r["options"], r["variant"])}
             for r in table.to_dict("records")]
     times = ("to 10,000", "to 2048 in half", "to 4096 in half")
     for r in rows:
@@ -535,80 +533,4 @@ def versus_serial_markdown(res: dict[str, Any]) -> str:
         "",
         f"{budget:g} minutes of training each, {res['games']:,} greedy games at every point; {which} mean score "
         f"and env steps/s), from {len(runs) or 1} `bench learning` command(s).",
-    ])
-
-
-def sittings(results: Sequence[tuple[str, dict[str, Any]]], tile: int = 4096) -> pd.DataFrame:
-    """The same configurations measured in several results files (sittings: the commands run again at another
-    time, on a host whose speed drifts), each seed against serial's same seed in the same file.
-
-    ``results``: ``(name, results file's dict)`` pairs (:func:`merge_results`'s). One row per file, configuration
-    and seed, in the files' order, serial's first in each: ``sitting`` (the name), ``measured`` (the UTC date and
-    time of the file's first command), ``configuration``, ``seed``, ``minutes`` and ``env_steps`` to ``tile`` in half
-    the games (:func:`time_to_player`; NaN where the budget ran out first), ``env_steps_per_s`` up to there (all
-    workers), each with ``x serial`` (its ratio to serial's same preset and seed in the same file: the plain
-    variant's; NaN without one), and ``mean_at_end``; ``configuration`` names the preset where a file has
-    several. The ratio of minutes is that of env steps over that of env steps per second.
-
-    Raises
-    ------
-    ValueError
-        If the files' budgets or numbers of games differ (their points would not compare).
-    """
-    import pandas as pd
-
-    if len({(res["minutes"], res["games"]) for _, res in results}) > 1:
-        raise ValueError("the sittings' results files hold different budgets or numbers of games: "
-                         + ", ".join(f"{name}: {res['minutes']:g} min, {res['games']} games" for name, res in results))
-    mark = f"{tile}_in_half"
-    rows = []
-    for name, res in results:
-        first = min((run["machine"].get("date_utc", "") for run in _runs(res)), default="").removesuffix(" UTC")
-        table = pd.DataFrame(time_to_player(res["rows"]))
-        if table.empty:
-            continue
-        table = table.astype({f"minutes_to_{mark}": float, f"env_steps_to_{mark}": float})
-        table["variant"] = table["variant"].fillna("")
-        several = table["preset"].nunique() > 1
-        table["configuration"] = [(f"{p}: " if several else "") + _configuration(s, o, v)
-                                  for p, s, o, v in zip(table["preset"], table["scheme"], table["options"], table["variant"])]
-        table["minutes"] = table[f"minutes_to_{mark}"]
-        table["env_steps"] = table[f"env_steps_to_{mark}"]
-        table["env_steps_per_s"] = table["env_steps"] / (60.0 * table["minutes"])
-        table = table.sort_values("scheme", key=lambda s: s != "serial", kind="stable")
-        serial = table[(table["scheme"] == "serial") & (table["variant"] == "")].drop_duplicates(["preset", "seed"])
-        same = pd.MultiIndex.from_frame(table[["preset", "seed"]])
-        for col in ("minutes", "env_steps", "env_steps_per_s"):
-            base = serial.set_index(["preset", "seed"])[col].reindex(same).to_numpy(dtype=float)
-            table[f"x serial {col}"] = table[col].to_numpy() / base
-        table["sitting"], table["measured"] = name, first
-        rows.append(table.rename(columns={"final_score_mean": "mean_at_end"}))
-    columns = ["sitting", "measured", "configuration", "workers", "seed", "minutes", "x serial minutes", "env_steps",
-               "x serial env_steps", "env_steps_per_s", "x serial env_steps_per_s", "mean_at_end"]
-    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
-
-
-def sittings_markdown(results: Sequence[tuple[str, dict[str, Any]]], tile: int = 4096) -> str:
-    """:func:`sittings` as a markdown table, with what its columns are."""
-    table = sittings(results, tile)
-    budget = results[0][1]["minutes"] if results else 0
-    spans = []
-    for name, ratios in table[table["configuration"] != "serial"].groupby("configuration", sort=False)["x serial minutes"]:
-        made = ratios.dropna()
-        spans.append(f"{name}: {made.min():.2f}x-{made.max():.2f}x serial's minutes, median {made.median():.2f}x "
-                     f"({len(made)} of {len(ratios)} runs made the player)" if len(made) else
-                     f"{name}: no run made the player ({len(ratios)} runs)")
-    return "\n".join([
-        md_table(table.to_dict("records"), {
-            "sitting": "sitting", "measured": "measured (UTC)", "configuration": "configuration",
-            "workers": "workers", "seed": "seed", "minutes": f"minutes to {tile} in half",
-            "x serial minutes": "x serial's (same seed)", "env_steps": "env steps there",
-            "x serial env_steps": "x serial's", "env_steps_per_s": "env steps/s to there",
-            "x serial env_steps_per_s": "x serial's", "mean_at_end": f"mean at {budget:g} min"},
-            {"minutes": "{:.2f}", "x serial minutes": "{:.2f}", "env_steps": "{:,.0f}", "x serial env_steps": "{:.2f}",
-             "env_steps_per_s": "{:,.0f}", "x serial env_steps_per_s": "{:.2f}", "mean_at_end": "{:,.0f}"}),
-        "",
-        f"{len(results)} results files of {budget:g}-minute runs, {results[0][1]['games'] if results else 0:,} greedy "
-        f"games at every point; each run against serial's run of the same seed in the same file (the minutes' ratio is "
-        f"the env steps' over the env steps/s'). " + "; ".join(spans) + ("." if spans else ""),
     ])

@@ -242,7 +242,7 @@ def same_replay_ratio(row: dict[str, Any], serial: dict[str, Any], tolerance: fl
 
 
 def peers_markdown(res: dict[str, Any], command: str = "python -m dqnlab bench peers") -> str:
-    """The ``bench peers`` section of ``docs/benchmarks.md`` from :func:`bench_peers` output."""
+    """The ``bench peers`` result as markdown from :func:`bench_peers` output."""
     out = ["## Peers, side by side (`bench peers`)", "", md_machine(res["machine"], res["threads"], command), ""]
     for s in res["sb3"] or []:
         out += [f"### Stable-Baselines3 DQN vs dqnlab, `{s['preset']}` preset", ""]

@@ -120,7 +120,7 @@ def _add_evaluate_play(sub) -> None:
 def _add_bench(sub) -> None:
     """``bench``: what to measure, and the flags of each measurement."""
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
-    b.add_argument("what", choices=["game", "update", "scaling", "acting", "peers", "learner", "learning", "search"],
+    b.add_argument("what", choices=["game", "update", "scaling", "acting", "peers", "learner", "learning", "search", "readme"],
                    help="game: moves/s of the rules, the compiled core (1 and 2 threads) beside the NumPy rules; update: legacy vs batched; "
                         "scaling: env steps/s, updates/s and time split of schemes x worker counts; "
                         "acting: env steps/s of one process's acting at each --n-envs (vectorised acting); "
@@ -128,7 +128,8 @@ def _add_bench(sub) -> None:
                         "learner: GFLOP/s of an update beside a large matrix product, before/after tuning; "
                         "learning: greedy score of 1,000 games at points of a training budget, and the minutes "
                         "to a player (mean 10,000; 2048 and 4096 in half the games); search: a trained n-tuple player's "
-                        "moves/s and score at each depth of expectimax (--run, --depths, --games)")
+                        "moves/s and score at each depth of expectimax (--run, --depths, --games); readme: write the README's "
+                        "results tables from the results store (--results DIR, --write README)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (default serial,independent,shared,"
                                      "sharded,averaged; learning: serial,shared), each with optional "
@@ -151,29 +152,19 @@ def _add_bench(sub) -> None:
                                       "FIELD=VALUE joined by '+' (a bool field alone: True; plain: the preset), e.g. "
                                       "plain,prioritized,n_step=3,prioritized+n_step=3 (default plain)")
     b.add_argument("--figure", type=Path, metavar="PNG", help="learning: also save the curves there "
-                                                              "(e.g. docs/learning.png)")
+                                                              "(e.g. docs/results/learning-schemes.png)")
     b.add_argument("--redraw", action="store_true",
-                   help="learning: train nothing; write --write and --figure from the --results file as it is")
-    b.add_argument("--results", type=Path, metavar="JSON",
-                   help="learning: a results file: the configurations measured now are added to (or replace) those "
-                        "it holds, and --write and --figure show them all (e.g. docs/learning-schemes.json)")
-    b.add_argument("--summary", type=Path, metavar="PATH",
-                   help="learning: also write each configuration against serial (slowest seed, minutes to a player "
-                        "and their ratios to serial's) as markdown into PATH (its own section; e.g. README.md)")
-    b.add_argument("--sittings", metavar="JSON,JSON,...",
-                   help="learning: train nothing; compare results files of the same configurations measured at "
-                        "different times, each seed against serial's same seed in the same file (minutes and env "
-                        "steps to 4096 in half the games, env steps/s to there); with --summary PATH, also as "
-                        "markdown there, in a section named after the first file (e.g. "
-                        "docs/learning-lr.json,docs/learning-lr-rerun.json)")
+                   help="learning: train nothing; draw --figure from the --results record as it is")
+    b.add_argument("--results", type=Path, metavar="PATH",
+                   help="write the measurement to this record of the results store (e.g. docs/results/speed-game.json; "
+                        "learning: the configurations measured now are added to, or replace, those it holds); "
+                        "readme: the store's folder (default docs/results)")
     b.add_argument("--seconds", type=positive_float, help="scaling: seconds of each run (default 20)")
     b.add_argument("--eval-games", type=nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")
     b.add_argument("--n-envs", dest="bench_n_envs", metavar="N,N,...",
                    help="acting: comma-separated boards stepped at once (default 1,8,64)")
-    b.add_argument("--write", type=Path, metavar="PATH",
-                   help="peers, learner, learning: also write the results as markdown into PATH (its own section; "
-                        "e.g. docs/benchmarks.md, docs/learning.md)")
+    b.add_argument("--write", type=Path, metavar="PATH", help="readme: the README to rewrite (default README.md)")
     b.add_argument("--threads", type=positive_int, default=1,
                    help="peers, learner: PyTorch threads of the measuring process (default 1)")
     b.add_argument("--quick", action="store_true", help="peers, learner: tiny budgets, for a first look")

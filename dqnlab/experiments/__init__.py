@@ -17,21 +17,14 @@ from .compare import USER_CLAIMS, claims_table, compare_data, compare_figure
 from .game import game_data, game_figure
 from .independent import independent_data, independent_figure
 from .learning import (
-    BEST_RESULTS,
-    EARLIER_SCHEME_RESULTS,
     METHOD_VARIANTS,
-    NSTEP_SITTINGS,
     REPLAY_VARIANTS,
-    SCHEME_RESULTS,
-    SITTINGS,
-    STEP_RESULTS,
     learning_config,
     learning_data,
     learning_figure,
     methods_data,
     replay_data,
     scheme_learning,
-    sittings,
     step_size_figure,
     step_sizes,
     versus_serial,
@@ -50,7 +43,6 @@ __all__ = [
     "channels_table", "averaged_data", "averaged_figure", "local_sgd_table", "actors_data", "actors_figure",
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
-    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-    "EARLIER_SCHEME_RESULTS", "SITTINGS", "NSTEP_SITTINGS", "scheme_learning", "versus_serial", "sittings",
+    "METHOD_VARIANTS", "step_sizes", "step_size_figure", "scheme_learning", "versus_serial",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

@@ -6,52 +6,21 @@ checkpoint."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..bench.learning import POINTS, learning_curve, parse_variant, time_to_player, versus_serial
 from ..bench.learning import learning_figure as draw_learning_curves
-from ..bench.learning import sittings as compare_sittings
 from ..bench.report import machine_info
+from ..bench.store import load
 from ..config import TrainConfig, family_preset
 from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
-           "methods_data", "step_sizes", "step_size_figure", "SCHEME_RESULTS", "BEST_RESULTS", "STEP_RESULTS",
-           "EARLIER_SCHEME_RESULTS", "SITTINGS", "NSTEP_SITTINGS", "scheme_learning", "versus_serial", "sittings"]
-
-#: The folder of the measured results files below: in a source checkout, beside the package.
-_DOCS = Path(__file__).resolve().parents[2] / "docs"
-#: The results file of ``bench learning`` over every scheme on the compiled core as it is now (10 minutes of the
-#: ``default`` preset, 1,000 greedy games at each point, each command alone on the machine; seeds and configurations
-#: appended as they are measured; its commands are in it and in ``docs/learning.md``): the measured curves the
-#: scheme notebooks draw beside serial's.
-SCHEME_RESULTS = _DOCS / "learning-every-scheme.json"
-#: The results file of the same measurement on the earlier core (seeds 1 and 2, another machine).
-EARLIER_SCHEME_RESULTS = _DOCS / "learning-schemes.json"
-#: The results file of ``bench learning`` over serial and the 2-worker schemes that made a player soonest in
-#: :data:`EARLIER_SCHEME_RESULTS`, measured again on a later core (the same budget, games and seeds).
-BEST_RESULTS = _DOCS / "learning-best.json"
-#: The results file of ``bench learning`` over serial and :data:`BEST_RESULTS`' fastest 2-worker scheme at its
-#: own step size and at a larger one (``lr=1.5``), all measured in one sitting on one machine.
-STEP_RESULTS = _DOCS / "learning-lr.json"
-#: The results files of ``bench learning`` over serial and ``shared``'s two lock-free threads at ``lr=1.5``
-#: (:data:`STEP_RESULTS` the first), each measured in a sitting of its own (its commands one after another, at
-#: another time of the host's drifting speed), in the order they were measured.
-SITTINGS = tuple(_DOCS / f"learning-{name}.json"
-                 for name in ("lr", "lr-rerun", "hugepages", "hugepages-rerun", "sitting5", "sitting6"))
-#: The same on two-step returns (``n_step=2``, the ``default`` preset's since 2026-12-06), whose first sitting also ran
-#: serial at one step (the variant ``n_step=1``).
-NSTEP_SITTINGS = tuple(_DOCS / f"learning-{name}.json"
-                       for name in ("nstep", "nstep-rerun", "nstep-third", "nstep-fourth", "nstep-fifth"))
+           "methods_data", "step_sizes", "step_size_figure", "scheme_learning", "versus_serial"]
 
 #: The replay variants notebook 08 compares (:func:`dqnlab.bench.learning.parse_variant`).
 REPLAY_VARIANTS = ("plain", "prioritized", "n_step=3", "prioritized+n_step=3")
@@ -218,13 +187,11 @@ def step_sizes(run_dir: str | Path) -> dict[str, Any]:
 
 def _find_sums(obj: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """Temporal coherence's ``E`` and ``A`` ``(R,)`` float32 from the first optimiser state below ``obj`` that
-    holds them (``sums``, or ``errors`` and ``abs_errors`` as earlier versions saved them)."""
+    holds them (its ``sums``)."""
     if isinstance(obj, dict):
         if "sums" in obj:
             sums = np.asarray(obj["sums"], np.float32).reshape(-1, 2)
             return sums[:, 0], sums[:, 1]
-        if "errors" in obj and "abs_errors" in obj:
-            return tuple(np.asarray(obj[k], np.float32).reshape(-1) for k in ("errors", "abs_errors"))
         children = obj.values()
     elif isinstance(obj, (list, tuple)):
         children = obj
@@ -281,53 +248,31 @@ def learning_figure(data: dict[str, Any]):
     return draw_learning_curves(data, axes)
 
 
-def scheme_learning(scheme: str | None = None, results: str | Path = SCHEME_RESULTS) -> dict[str, Any]:
+def scheme_learning(scheme: str | None, results: str | Path) -> dict[str, Any]:
     """The learning curves measured for ``scheme`` (each of its option sets and worker counts) and for
-    ``serial``, from a ``bench learning --results`` file (None: every scheme in it).
+    ``serial``, from a learning record of the results store (:mod:`dqnlab.bench.store`; the repository's
+    ``docs/results/learning-schemes.json``, say), or every scheme in it for None.
 
     Returns
     -------
     dict
-        The file's results (``minutes``, ``games``, ``runs``: the commands and machines) with only those
-        ``rows`` and their ``time_to_player``; ``measured``: whether the file has ``scheme`` at all.
+        The record (``minutes``, ``games``, ``runs``: the commands, commits and machines) with only those
+        ``rows`` and their ``time_to_player``; ``measured``: whether the record has ``scheme`` at all.
 
     Raises
     ------
     ValueError
-        For a name that is not a scheme.
+        For a name that is not a scheme, or a file that is not a learning record.
     FileNotFoundError
-        If ``results`` does not exist (an installed package has no ``docs/``), naming the command that
-        makes it.
+        If ``results`` does not exist.
     """
     from ..schemes import SCHEMES
 
     if scheme is not None and scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)} or None, got {scheme!r}")
-    path = Path(results)
-    if not path.exists():
-        raise FileNotFoundError(f"no results file {path}: a source checkout has it in docs/; or make one with "
-                                f"python -m dqnlab bench learning --presets default --schemes serial,{scheme or 'shared'} "
-                                f"--workers 2 --seeds 1,2 --results {path.name}")
-    res = json.loads(path.read_text())
+    res = load(results)
+    if res["kind"] != "learning":
+        raise ValueError(f"results {str(results)!r} is a {res['kind']!r} record, not a learning record")
     rows = [r for r in res["rows"] if scheme is None or r["scheme"] in (scheme, "serial")]
     return {**res, "rows": rows, "time_to_player": time_to_player(rows),
             "measured": scheme is None or any(r["scheme"] == scheme for r in rows)}
-
-
-def sittings(results: Sequence[str | Path] = SITTINGS) -> pd.DataFrame:
-    """Each seed of every configuration in several ``bench learning --results`` files against serial's same seed
-    in the same file (:func:`dqnlab.bench.learning.sittings`: minutes and env steps to 4096 in half the games, env
-    steps per second to there, and their ratios to serial's), one file after another.
-
-    Raises
-    ------
-    FileNotFoundError
-        If a file does not exist (an installed package has no ``docs/``).
-    ValueError
-        If the files hold different budgets or numbers of games.
-    """
-    paths = [Path(p) for p in results]
-    for path in paths:
-        if not path.exists():
-            raise FileNotFoundError(f"no results file {path}: a source checkout has it in docs/")
-    return compare_sittings([(path.stem, json.loads(path.read_text())) for path in paths])

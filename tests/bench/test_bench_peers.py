@@ -1,11 +1,10 @@
-"""bench peers: well-formed results on tiny budgets (never timings), its markdown section, failed rows."""
+"""bench peers: well-formed results on tiny budgets (never timings), its markdown and record, failed rows."""
 
 import numpy as np
 import pytest
 import torch
 
-from dqnlab.bench import peers
-from dqnlab.bench.report import write_section
+from dqnlab.bench import peers, store
 
 
 def test_compare_sb3_rows_on_a_tiny_budget():
@@ -20,7 +19,7 @@ def test_compare_sb3_rows_on_a_tiny_budget():
     assert torch.get_num_threads() == 1  # restored (conftest pins 1)
 
 
-def test_bench_peers_and_markdown_section(tmp_path):
+def test_bench_peers_markdown_and_its_record_in_the_store(tmp_path):
     pytest.importorskip("stable_baselines3")
     res = peers.bench_peers(presets=("seed",), seconds=0.3, schemes=("serial",), workers=1, scheme_seconds=1.0,
                             keras=False, game_seconds=0.02, update_min_time=0.01, warmup=64)
@@ -30,13 +29,11 @@ def test_bench_peers_and_markdown_section(tmp_path):
     assert set(res) >= {"machine", "threads", "game", "update", "sb3"}
     text = peers.peers_markdown(res)
     assert "× SB3" in text and "Hyperparameter mapping" in text and res["machine"]["cpu"] in text
-    doc = tmp_path / "docs" / "benchmarks.md"
-    write_section(doc, "peers", text)
-    write_section(doc, "learner", "## learner v1")
-    write_section(doc, "peers", "## peers v2")
-    out = doc.read_text()
-    assert out.startswith("# Benchmarks") and "## peers v2" in out and "## learner v1" in out
-    assert "× SB3" not in out and out.count("<!-- bench peers -->") == 1
+    path = tmp_path / "results" / "speed-peers.json"
+    store.save(path, store.stamp(res, "peers", "dqnlab beside SB3", "python -m dqnlab bench peers --quick"))
+    out = store.markdown(path)
+    assert out.startswith("*dqnlab beside SB3*") and "× SB3" in out and "Hyperparameter mapping" in out
+    assert "`python -m dqnlab bench peers --quick` at `" in out and "## Peers" not in out
 
 
 def test_a_failing_scheme_gives_a_failed_row_not_a_lost_run(monkeypatch):

@@ -29,8 +29,9 @@ def results(tmp_path):
                  _row("shared", "lock=False", seed, 2.0, 50_000, 0.9, 0.6 if seed == 1 else 0.4)]
         rows += [_row("independent", "", seed, 2.0, 9_000, 0.1, 0.0)]
     path = tmp_path / "schemes.json"
-    path.write_text(json.dumps({"machine": machine_info(), "minutes": 2.0, "games": 1000, "rows": rows,
-                                "runs": [{"command": "bench", "machine": machine_info()}]}))
+    path.write_text(json.dumps({"kind": "learning", "measures": "two schemes beside serial", "machine": machine_info(),
+                                "minutes": 2.0, "games": 1000, "rows": rows, "time_to_player": [],
+                                "runs": [{"command": "bench", "commit": "abc", "machine": machine_info()}]}))
     return path
 
 
@@ -42,8 +43,12 @@ def test_a_schemes_curves_come_with_serials(results):
     assert len(ex.learning_figure(data).axes) == 4
     with pytest.raises(ValueError, match="scheme must be one of"):
         ex.scheme_learning("sharde", results)
-    with pytest.raises(FileNotFoundError, match="bench learning --presets default"):
+    with pytest.raises(FileNotFoundError, match="no results record"):
         ex.scheme_learning("shared", results.with_name("none.json"))
+    tables = results.with_name("tables.json")
+    tables.write_text(json.dumps({"kind": "tables", "measures": "m", "machine": {}, "tables": {}}))
+    with pytest.raises(ValueError, match="is a 'tables' record, not a learning record"):
+        ex.scheme_learning("shared", tables)
 
 
 def test_versus_serial_gives_median_minutes_and_their_ratio(results):
@@ -87,27 +92,6 @@ def test_versus_serial_keeps_a_variant_apart_from_its_plain_scheme(results):
     assert "; one seed (its mean score" in versus_serial_markdown({**one, "time_to_player": time_to_player(one["rows"])})
 
 
-def test_sittings_put_each_seed_beside_serials_of_its_own_file(results, tmp_path):
-    data = json.loads(results.read_text())
-    again = tmp_path / "again.json"  # a second sitting, on a host twice as fast for serial's seed 2
-    again.write_text(json.dumps({**data, "rows": [
-        {**r, "minutes": r["minutes"] / 2} if (r["scheme"], r["seed"]) == ("serial", 2) else r for r in data["rows"]]}))
-    table = ex.sittings([results, again])
-    assert list(table["sitting"].unique()) == ["schemes", "again"]
-    shared = table[table["configuration"] == "shared (lock=False)"].set_index(["sitting", "seed"])
-    # serial crosses 4096 in half at 2 minutes; shared's seed 1 between 0.1 at 1 minute and 0.6 at 2: 1.8
-    assert shared.loc[("schemes", 1), "minutes"] == pytest.approx(1.8)
-    assert shared.loc[("schemes", 1), "x serial minutes"] == pytest.approx(0.9)
-    assert np.isnan(shared.loc[("schemes", 2), "minutes"])  # never made it
-    assert shared.loc[("again", 1), "x serial minutes"] == pytest.approx(0.9)  # seed 1's serial is as it was
-    serial = table[table["configuration"] == "serial"].set_index(["sitting", "seed"])
-    assert serial.loc[("again", 2), "minutes"] == 1.0 and serial.loc[("again", 2), "x serial minutes"] == 1.0
-    assert serial.loc[("again", 2), "env_steps_per_s"] == pytest.approx(2 * serial.loc[("schemes", 2), "env_steps_per_s"])
-    assert len(table[table["configuration"] == "independent"]) == 4  # never made it: there, without ratios
-    with pytest.raises(FileNotFoundError, match="no results file"):
-        ex.sittings([results, tmp_path / "none.json"])
-
-
 @pytest.mark.parametrize("budget", [ex.FULL, ex.SMOKE], ids=["full", "smoke"])
 def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(monkeypatch, budget):
     from dqnlab.experiments import learning
@@ -124,9 +108,11 @@ def test_replay_variants_train_a_buffer_that_prioritized_replay_can_choose_from(
     assert base.replace(prioritized=True, n_step=3).prioritized
 
 
-@pytest.mark.parametrize("path", [ex.SCHEME_RESULTS, ex.BEST_RESULTS, ex.STEP_RESULTS, ex.EARLIER_SCHEME_RESULTS,
-                                  *ex.SITTINGS, *ex.NSTEP_SITTINGS], ids=lambda p: p.stem)
-def test_the_results_files_the_notebooks_read_are_in_the_checkout_with_serial_beside_each_scheme(path):
-    data = ex.scheme_learning(None, path)
-    assert {"serial"} < {r["scheme"] for r in data["rows"]}  # serial, and at least one scheme beside it
-    assert all(t["final_score_mean"] > 0 for t in data["time_to_player"] if t["status"] == "completed")
+def test_the_stores_learning_records_have_serial_beside_each_scheme():
+    from pathlib import Path
+
+    store = Path(__file__).resolve().parents[2] / "docs" / "results"
+    for name in ("learning-schemes", "learning-threads", "learning-two-step", "learning-hour"):
+        data = ex.scheme_learning(None, store / f"{name}.json")
+        assert {"serial"} < {r["scheme"] for r in data["rows"]}, name  # serial, and a scheme beside it
+        assert all(t["final_score_mean"] > 0 for t in data["time_to_player"] if t["status"] == "completed")
