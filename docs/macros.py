@@ -3,7 +3,8 @@
 * ``options_table(name)``: a scheme's options (or ``"TrainConfig"``'s fields) from their
   declarations (:func:`dqnlab.options.specs`);
 * ``results(name, **filters)``: the record ``docs/results/NAME.json`` as markdown, through
-  :mod:`dqnlab.bench.store` (a missing record fails the build);
+  :func:`dqnlab.bench.store.markdown` (``scheme=``: that scheme's rows and serial's), and its figure
+  ``NAME.png`` where there is one; a missing record fails the build;
 * ``presets_table()``: :data:`dqnlab.PRESETS`, each against ``TrainConfig``'s defaults.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import importlib.metadata
+import os
 import re
 from pathlib import Path
 
@@ -82,14 +84,17 @@ def define_env(env) -> None:  # noqa: ANN001 (mkdocs-macros' environment)
 
     def results(name: str, **filters: object) -> str:
         """The record ``docs/results/NAME.json`` as markdown (tables, command, commit, date, machine)."""
-        try:  # TEMPORARY (until dqnlab.bench.store lands on main): soft fail
-            from dqnlab.bench import store
-        except ImportError:
-            return f'!!! warning "results({name!r}, {filters}): dqnlab.bench.store is not merged yet"'
+        from dqnlab.bench import store
+
         path = store_dir / f"{name}.json"
         if not path.is_file():
             raise FileNotFoundError(f"results({name!r}): no record {path} (have: {store.names(store_dir)})")
-        return store.markdown(path, **filters)
+        text = store.markdown(path, **filters)
+        figure = path.with_suffix(".png")
+        if figure.is_file():  # the record's figure, linked from the page that shows it
+            here = Path(env.page.file.src_uri).parent
+            text += f"\n![{name}]({Path(os.path.relpath(figure, store_dir.parent / here)).as_posix()})\n"
+        return text
 
     env.macro(options_table)
     env.macro(presets_table)
