@@ -89,11 +89,14 @@ def define_env(env) -> None:  # noqa: ANN001 (mkdocs-macros' environment)
         path = store_dir / f"{name}.json"
         if not path.is_file():
             raise FileNotFoundError(f"results({name!r}): no record {path} (have: {store.names(store_dir)})")
-        text = store.markdown(path, **filters)
+        text, _, how = store.markdown(path, **filters).partition("\nMeasured by:\n")
         figure = path.with_suffix(".png")
         if figure.is_file():  # the record's figure, linked from the page that shows it
             here = Path(env.page.file.src_uri).parent
             text += f"\n![{name}]({Path(os.path.relpath(figure, store_dir.parent / here)).as_posix()})\n"
+        if how.strip():  # the runs' commands, commits, dates and machines, folded
+            text += f'\n??? note "How it was measured: {name}.json"\n' + "".join(
+                f"    {line}\n" for line in how.strip().splitlines())
         return text
 
     env.macro(options_table)
