@@ -99,7 +99,7 @@ class _Metadata(importlib.metadata.Distribution):
         return Path(path)
 
 
-def define_env(env) -> None:  # noqa: ANN001 (mkdocs-macros' environment)
+def define_env(env) -> None:
     """Register the macros (mkdocs-macros calls this once per build)."""
     try:
         importlib.metadata.version("dqnlab")
