@@ -1,7 +1,7 @@
 """The package's layers: every import (function-level ones too) runs down, never back up.
 
 A unit is a subpackage (``dqnlab/game/``) or a top-level module (``dqnlab/plots.py``).
-The order is the README's layout, bottom first; a unit may import only units before it.
+The order is LAYERS below, bottom first; a unit may import only units before it.
 
 Inside a unit, modules import one another without a cycle (no pair, no longer loop), counting
 every import as above: function-level ones and those under ``if TYPE_CHECKING:`` too. An edge

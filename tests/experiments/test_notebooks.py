@@ -57,6 +57,7 @@ def check_executes(path, monkeypatch, tmp_path):
     monkeypatch.setenv("DQNLAB_SMOKE", "1")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv("DQNLAB_RESULTS", str(ROOT / "docs" / "results"))  # the kernel runs in tmp_path
     nb = nbformat.read(path, as_version=4)
     # Every cell that builds or reads a panel runs twice in a row, as a reader re-running it would; the cell that
     # trains with it runs once (a second click's run is tests/ui/test_panels.py's).
