@@ -4,7 +4,8 @@
   declarations (:func:`dqnlab.options.specs`);
 * ``results(name, **filters)``: the record ``docs/results/NAME.json`` as markdown, through
   :func:`dqnlab.bench.store.markdown` (``scheme=``: that scheme's rows and serial's), and its figure
-  ``NAME.png`` where there is one; a missing record fails the build;
+  ``NAME.png`` where there is one; a missing record fails the build; ``other_results()``: every record
+  the page has not shown (so that a new record appears on the results page);
 * ``presets_table()``: :data:`dqnlab.PRESETS`, each against ``TrainConfig``'s defaults.
 """
 
@@ -107,10 +108,13 @@ def define_env(env) -> None:
         sys.meta_path.append(_Checkout(Path(env.project_dir)))
     store_dir = Path(env.conf["docs_dir"]) / "results"
 
+    shown: dict[str, set[str]] = {}  # page -> the records it has shown so far
+
     def results(name: str, **filters: object) -> str:
         """The record ``docs/results/NAME.json`` as markdown (tables, command, commit, date, machine)."""
         from dqnlab.bench import store
 
+        shown.setdefault(env.page.file.src_uri, set()).add(name)
         path = store_dir / f"{name}.json"
         if not path.is_file():
             raise FileNotFoundError(f"results({name!r}): no record {path} (have: {store.names(store_dir)})")
@@ -124,6 +128,14 @@ def define_env(env) -> None:
                 f"    {line}\n" for line in how.strip().splitlines())
         return text
 
+    def other_results() -> str:
+        """A section of every record in the store that this page has not shown yet, each under its name."""
+        from dqnlab.bench import store
+
+        rest = [n for n in store.names(store_dir) if n not in shown.get(env.page.file.src_uri, set())]
+        return "\n".join(["## Other records", "", *(f"### {n}\n\n{results(n)}" for n in rest)]) if rest else ""
+
     env.macro(options_table)
     env.macro(presets_table)
     env.macro(results)
+    env.macro(other_results)
