@@ -1,4 +1,4 @@
-"""dqnlab: parallel DQN training schemes for the game 2048, measured and explorable.
+"""dqnlab: parallel DQN training schemes for the game 2048, with benchmarks, notebooks and a CLI.
 
 The public API, grouped by purpose:
 

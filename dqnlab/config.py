@@ -277,7 +277,7 @@ class TrainConfig:
                  "has no afterstate of its own)")
         need(self.batch_size <= self.buffer_size, "batch_size", f"an integer in 1..buffer_size ({self.buffer_size})")
         # With the whole buffer in every minibatch, priorities choose nothing: they only replay the transitions
-        # of largest TD error several times in one update, each copy a full step (README, "actors").
+        # of largest TD error several times in one update, each copy a full step.
         need(not self.prioritized or self.batch_size < self.buffer_size, "buffer_size",
              f"larger than batch_size ({self.batch_size}) with prioritized=True (prioritized replay chooses a "
              "minibatch among more transitions than it holds)")
@@ -334,38 +334,34 @@ class TrainConfig:
         return self.replay_ratio / self.batch_size
 
 
-#: The presets (see the README for what each reaches):
+#: The presets:
 #:
-#: * ``seed``: the original trainer the package started from (``shared/seed/README.md``): dense 16-256-256-4
-#:   on the raw grid, Adam 1e-3, MSE, gamma 0.99, epsilon 0.9 -> 0.01 (x0.995 per replay
-#:   step), buffer 2,000, minibatch 64, one replay step per move, target copied at the end
-#:   of each episode, 1,000-move cap, -25 for a move that changes nothing.
-#: * ``mlp``: Double DQN with an MLP over one-hot cells, Huber loss, log rewards (dqnlab's
-#:   first ``default``; the speed benchmarks and the scheme notebooks use it).
-#: * ``mlp-afterstate``: the same MLP learning afterstate values, with symmetry augmentation
-#:   and little exploration (greedy afterstate play is already sound).
-#: * ``cnn``: the convolutional network learning afterstate values, symmetry augmentation;
-#:   small (32 channels), since every update evaluates 5 boards per transition on the CPU.
-#: * ``ntuple``: the 4x6-tuple network learning afterstate values by TD(0) (gamma 1, plain
-#:   SGD, no exploration, the target synced every update, a replay used about once per
-#:   transition): Szubert and Jaskowski 2014's algorithm in DQN's machinery. The replay holds
-#:   the last step of the 64 boards and a minibatch is 64 of them: TD(0) online, as the n-tuple
-#:   papers learn, batched, and the weight rows an update reads are those its step's act just
-#:   read, still in the CPU's caches (a larger replay reads them again from memory; the README's
-#:   results compare the two). The step on V per sample, ``lr * 2 * 32 / batch_size``, is 0.2. Learning starts after
-#:   50,000 env steps, once the games have drifted apart: a minibatch drawn from the first moves of
-#:   games started together holds near-identical boards, whose shared rows take one summed step
-#:   per sample and blow the values up.
-#: * ``ntuple-small``: the 17 4-tuples (4.5 MB instead of 268 MB), for schemes that ship
-#:   weights between processes (``independent``, ``actors``, ``sharded``, ``averaged``), with the
-#:   former replay (256 boards, 20,000 slots, minibatches of 256: fewer updates to communicate);
-#:   its learning rate is scaled to its 136 placements.
-#: * ``default``: the best learner found on 2 CPU cores, today ``ntuple`` with temporal coherence
-#:   (``optimizer="tc"``, ``lr=1.0``: Jaśkowski 2018's meta step size for its 32 placements and minibatches of
-#:   64), which learns faster than fixed-step TD(0) from the first minutes on (``docs/learning.md``), on
-#:   two-step returns (``n_step=2``: n-step TD, Sutton & Barto 2018, chapter 7; Jaśkowski 2018's TC(lambda)
-#:   learns from lambda-returns for the same reason), which need fewer moves than one-step returns for the same
-#:   player (the README's *two-step returns*).
+#: * ``seed``: the user's original trainer: a dense 16-256-256-4 network on the raw tile values, Adam 1e-3,
+#:   MSE, gamma 0.99, plain DQN targets, one board, epsilon 0.9 -> 0.01 (x0.995 per update), buffer 2,000,
+#:   minibatch 64, one update per move, the target copied at the end of each episode, a 1,000-move cap,
+#:   -25 for a move that changes nothing (not masked).
+#: * ``mlp``: Double DQN with an MLP (256-256) over one-hot cells: Adam 5e-4, Huber loss, gradients
+#:   clipped at norm 10, log rewards, gamma 0.99, 32 boards, buffer 200,000, minibatch 256, replay ratio 8,
+#:   the target synced every 2,000 updates, epsilon 1 -> 0.01 over 200,000 env steps.
+#: * ``mlp-afterstate``: the same MLP learning afterstate values, with symmetry augmentation and
+#:   little exploration (epsilon 0.1 -> 0 over 100,000 env steps).
+#: * ``cnn``: the convolutional network (32 channels, a 128-unit dense layer) learning afterstate values,
+#:   with symmetry augmentation: Double DQN, Adam 5e-4, Huber loss, log rewards, buffer 100,000,
+#:   minibatch 128, replay ratio 2; small, since an update evaluates 5 boards per transition.
+#: * ``ntuple``: the 4x6-tuple network learning afterstate values by TD(0) (Szubert and Jaskowski 2014's
+#:   algorithm in DQN's machinery): plain SGD, MSE, gamma 1, no exploration, the target synced every update.
+#:   The replay holds the last step of the 64 boards and a minibatch is those 64 (TD(0) online, batched),
+#:   so an update reads the weight rows its step's act just read. The step on V per sample,
+#:   ``lr * 2 * 32 / batch_size``, is 0.2. Learning starts after 50,000 env steps, once the games started
+#:   together have drifted apart: a minibatch of near-identical boards would take one summed step per
+#:   sample on their shared rows.
+#: * ``ntuple-small``: the same learner with the 17 4-tuples (4.5 MB instead of 268 MB), for schemes that
+#:   ship weights between processes (``independent``, ``actors``, ``sharded``, ``averaged``): 256 boards,
+#:   buffer 20,000, minibatches of 256 (fewer updates to communicate), learning rate 0.05 for its 136
+#:   placements.
+#: * ``default``: ``ntuple`` with temporal coherence (``optimizer="tc"``, Jaskowski 2018; ``lr=1.0``, a
+#:   step of 1 on V per sample with 32 placements and minibatches of 64) and two-step returns
+#:   (``n_step=2``: n-step TD, Sutton and Barto 2018, chapter 7).
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(
         n_envs=1, max_moves=1_000, invalid_move_reward=-25.0, mask_illegal=False,
@@ -402,8 +398,8 @@ PRESETS["default"] = {**PRESETS["ntuple"], "optimizer": "tc", "lr": 1.0, "n_step
 
 
 def family_preset(network: str, afterstate: bool | None = None) -> str:
-    """The preset of a network family: ``ntuple``, ``cnn``, and for ``mlp`` the former
-    default (``mlp``) or, with ``afterstate`` true, ``mlp-afterstate``.
+    """The preset of a network family: ``ntuple``, ``cnn``, and for ``mlp`` the preset ``mlp``
+    or, with ``afterstate`` true, ``mlp-afterstate``.
 
     Raises
     ------

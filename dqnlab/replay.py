@@ -224,7 +224,7 @@ class ReplayBuffer:
     def gather(self, idx: np.ndarray) -> Minibatch:
         """The transitions in slots ``idx`` (``(B,)`` int64, each < ``len(self)``) as a :class:`Minibatch`."""
         a = self.arrays
-        # ndarray.take along axis 0 is the same gather as a[idx], at about half the cost.
+        # ndarray.take along axis 0 is the same gather as a[idx], and cheaper.
         return Minibatch(a["boards"].take(idx, 0), a["actions"].take(idx).astype(BATCH_COLUMNS["actions"][1]),
                          a["rewards"].take(idx),
                          a["next_boards"].take(idx, 0), a["dones"].take(idx), a["next_masks"].take(idx, 0),
@@ -254,8 +254,6 @@ class ReplayBuffer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output into this buffer (same capacity).
 
-        A state saved before n-step returns existed (no ``steps``) loads as one-step transitions.
-
         Raises
         ------
         ValueError
@@ -272,7 +270,7 @@ class ReplayBuffer:
                              f"capacity {self.capacity}")
         arrays = {}
         for name, (shape, _dtype) in COLUMNS.items():
-            value = np.asarray(state[name]) if name in state or name != "steps" else np.ones(size, np.uint8)
+            value = np.asarray(state[name])
             if value.shape != (size, *shape):
                 raise ValueError(f"replay state: {name} must have shape {(size, *shape)}, got {value.shape}")
             _check_values(name, value)

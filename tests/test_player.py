@@ -163,18 +163,10 @@ def test_model_pt_loads_weights_only_and_gives_the_same_q_values(trained):
                                   load_player(directory).q_values(boards))
 
 
-def test_model_pt_is_the_one_copy_of_the_weights_and_old_run_directories_still_load(trained, tmp_path):
+def test_model_pt_is_the_one_copy_of_the_weights(trained, tmp_path):
     run = trained[1]
     dataclasses.replace(run, status="running").save(tmp_path)  # a periodic checkpoint's files
     assert (tmp_path / "model.pt").is_file() and not (tmp_path / "weights.npz").exists()
-    old = tmp_path / "old"  # a run directory of an earlier version: weights.npz, no model.pt
-    run.save(old)
-    (old / "model.pt").unlink()
-    np.savez(old / "weights.npz", **run.weights)
-    boards = play("random", seed=1, max_moves=20).boards
-    np.testing.assert_array_equal(load_player(old).q_values(boards), load_player(run).q_values(boards))
-    run.save(old)  # saving over it leaves one copy
-    assert (old / "model.pt").is_file() and not (old / "weights.npz").exists()
 
 
 def test_a_young_n_tuple_table_is_stored_by_its_non_zero_rows_and_loads_as_a_state_dict(tmp_path):

@@ -47,8 +47,8 @@ _IDENTITY = torch.eye(N_EXPONENTS, dtype=torch.float32)
 _RAW_VALUES = torch.tensor([0.0] + [2.0 ** k for k in range(1, N_EXPONENTS)], dtype=torch.float32)
 #: Batches of at least this many boards take the one-hot first layer as an embedding sum
 #: (a gather of 16 weight columns per board) instead of a dense product with the one-hot
-#: matrix; smaller batches (acting) take the dense product, which is faster there.
-#: Measured with ``python -m dqnlab bench learner`` (see docs/benchmarks.md).
+#: matrix; smaller batches (acting) take the dense product, which is faster there
+#: (``python -m dqnlab bench learner`` times both).
 EMBEDDING_MIN_BATCH = 128
 
 
@@ -180,7 +180,7 @@ class MLPNetwork(nn.Module):
         per layer from the last, ``dW = grad.T @ input``, ``db = grad.sum(0)``, then
         ``grad = (grad @ W) * (input > 0)`` through the ReLU. No autograd graph is built:
         for the small matrices of DQN on a CPU that saves much of autograd's
-        per-operation overhead (``bench learner`` times both; see docs/benchmarks.md), with
+        per-operation overhead (``bench learner`` times both), with
         the same gradient as ``loss.backward()`` up to float32 rounding.
 
         Parameters

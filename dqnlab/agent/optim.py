@@ -81,8 +81,7 @@ class TemporalCoherence(torch.optim.Optimizer):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output, the sums copied into this optimiser's own tensors (which keep
-        their pages, and whatever holds them: the compiled learner reads them at every call). A state
-        saved with the sums apart (``errors`` and ``abs_errors``, as earlier versions kept them) loads too.
+        their pages, and whatever holds them: the compiled learner reads them at every call).
 
         Raises
         ------
@@ -94,8 +93,6 @@ class TemporalCoherence(torch.optim.Optimizer):
         with torch.no_grad():
             for p, sums in own.items():
                 st = self.state[p]
-                if "errors" in st:  # (the sums apart)
-                    st["sums"] = torch.stack((st.pop("errors"), st.pop("abs_errors")), dim=-1)
                 st["sums"] = sums.copy_(st["sums"])
 
     @torch.no_grad()

@@ -29,14 +29,14 @@ def played_boards(n: int, seed: int, moves: int = 60) -> np.ndarray:
 
 
 def _numpy_tables() -> tuple[np.ndarray, np.ndarray]:
-    """The slide tables as the NumPy rules read them (before the compiled core): ``(2 * 65536,)`` uint32
+    """The slide tables as the NumPy rules read them: ``(2 * 65536,)`` uint32
     slid lines (4 exponent bytes a word) and points, index ``d * 65536 + line key``."""
     lines = ((bitboard.LINE[..., None] >> np.arange(0, 16, 4, dtype=np.uint16)) & 0xF).astype(np.uint8)
     return np.ascontiguousarray(lines.reshape(-1, 4)).view(np.uint32).ravel(), bitboard.SCORE.ravel()
 
 
 def numpy_move_batch(boards: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``move_batch`` as vectorised NumPy over the same tables (dqnlab's rules before the compiled core; boards
+    """``move_batch`` as vectorised NumPy over the same tables (the rules without the compiled core; boards
     with exponents up to 15): the baseline of :func:`bench_rules`. ``(N, 4, 4)`` uint8, ``(N,)`` int ->
     new boards, ``(N,)`` int64 points, ``(N,)`` bool changed."""
     line_t, score_t = _NUMPY_TABLES

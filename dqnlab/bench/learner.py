@@ -1,7 +1,7 @@
 """``bench learner``: the update's achieved GFLOP/s beside a large matrix product, before and after tuning.
 
-:class:`PlainUpdate` is the update as first written; each part that was changed is
-timed before and after in interleaved pairs; :func:`update_flops` counts one update's work.
+:class:`PlainUpdate` is the update coded with the stock PyTorch calls; each part that dqnlab's update
+does otherwise is timed before and after in interleaved pairs; :func:`update_flops` counts one update's work.
 """
 
 from __future__ import annotations
@@ -74,10 +74,9 @@ def matmul_gflops(n: int = 2048, repeats: int = 5, min_time: float = 0.3) -> flo
 
 
 class PlainUpdate:
-    """:meth:`DQNAgent.update` as first written, for before/after figures.
+    """:meth:`DQNAgent.update` coded with the stock PyTorch calls, the "before" of the before/after figures.
 
-    The same algorithm and starting weights as ``agent``, coded as the first version
-    of dqnlab was (commit 525ee4b): ``nn.Sequential`` forward passes, ``F.one_hot``
+    The same algorithm and starting weights as ``agent``: ``nn.Sequential`` forward passes, ``F.one_hot``
     (or ``exp2``) encoding, ``foreach`` Adam, ``optimizer.zero_grad`` and
     ``nn.utils.clip_grad_norm_``. Keeps its own copy of the networks.
     """
@@ -185,7 +184,7 @@ def _data_pairs(agent: DQNAgent, plain: PlainUpdate, batch: Minibatch, buffer: R
          autograd_gradients, lambda: agent.compute_gradients(batch)),
     ]
     if buffer is not None:
-        def fancy_index() -> Minibatch:  # ReplayBuffer.sample as first written
+        def fancy_index() -> Minibatch:  # ReplayBuffer.sample by fancy indexing
             idx = buffer.rng.integers(0, buffer.size, size=n)
             a = buffer.arrays
             return Minibatch(a["boards"][idx], a["actions"][idx].astype(np.int64), a["rewards"][idx],
@@ -340,7 +339,7 @@ def bench_learner(presets: Sequence[str] = ("mlp", "seed"), threads: int | None 
     minibatch is trained on repeatedly. Rows, timed in alternation with each other and
     with an ``n x n`` matrix product (so that the fraction compares like with like on a
     busy machine), in :func:`work_clock` time: ``before`` (the
-    update as first written, :class:`PlainUpdate`), ``after`` (:meth:`DQNAgent.update`),
+    update with the stock PyTorch calls, :class:`PlainUpdate`), ``after`` (:meth:`DQNAgent.update`),
     ``after + sample`` (with a fresh :meth:`ReplayBuffer.sample` each time, as in
     training) and, with ``compile``, ``torch.compile`` (its compile time reported).
 

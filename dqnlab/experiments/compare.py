@@ -17,8 +17,8 @@ from .trials import RunsProgress, Trial, greedy_at, new_figure, rolling_window, 
 __all__ = ["USER_CLAIMS", "compare_data", "compare_figure", "claims_table"]
 
 
-#: The pros and cons of each scheme as the original request (it came with the ``seed`` preset's trainer,
-#: ``shared/seed/``) worded them, quoted, and what to measure for each.
+#: The pros and cons of each scheme as the user's original request (which came with the user's original
+#: trainer, the ``seed`` preset) worded them, quoted, and what to measure for each.
 USER_CLAIMS: tuple[dict[str, str], ...] = (
     {"scheme": "independent", "kind": "pro", "metric": "speedup",
      "claim": "Allows us to use process-based parallelism, which could speed my training up by maybe up to 12 times."},

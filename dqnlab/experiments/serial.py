@@ -18,7 +18,7 @@ __all__ = ["USER_PROJECTION_DAYS", "USER_EPISODES", "user_play_moves", "project_
            "serial_figure"]
 
 
-#: The original request's projection for its trainer (the ``seed`` preset, ``shared/seed/``), quoted as the
+#: The original request's projection for the user's original trainer (the ``seed`` preset), quoted as the
 #: figure the notebook tests: 10,000 episodes would take 550 days.
 USER_PROJECTION_DAYS = 550.0
 USER_EPISODES = 10_000

@@ -400,12 +400,9 @@ class Actor:
         self.agent.rng.bit_generator.state = state["rng"]
         if self.shared is None:
             self.agent.set_weights(weights if state["weights"] is None else state["weights"], target=self.own_target)
-        if "nstep" in state:  # (an actor state from before n-step returns has none: nothing pending)
-            self.nstep.load_state_dict(state["nstep"])
+        self.nstep.load_state_dict(state["nstep"])
         self.boards, self.masks = np.array(state["boards"], np.uint8), np.array(state["masks"], bool)
-        # (an actor state from before the boards' values were kept: evaluated with the weights it resumes with)
-        self.values = (np.array(state["values"], np.float32) if "values" in state
-                       else self.agent.q_values(self.boards))
+        self.values = np.array(state["values"], np.float32)
         if self.core is not None:
             self.core.boards, self.core.masks = self.boards, self.masks
         st = state["st"]

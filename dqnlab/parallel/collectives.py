@@ -6,7 +6,7 @@ The all-reduce of dense tensors in a group of a power-of-two size is recursive d
 the group's point-to-point operations. Each of its log2 K steps sends the whole tensor, where
 gloo's ring all-reduce takes 2 (K - 1) steps of a K-th of it: for small tensors (an MLP's
 weights or gradients) the time is the steps' latency, not bandwidth, so fewer steps win
-(``bench scaling`` reports the time spent communicating; see the README's Results section).
+(``bench scaling`` reports the time spent communicating).
 Every rank adds the same two numbers in each round (``a + b == b + a`` in IEEE arithmetic),
 so every rank gets bit-identical sums. Other sizes, and sparse tensors, use the group's own
 all-reduce.

@@ -244,7 +244,7 @@ def open_comm(options: SchemeOptions, replica: type[Replica], agent: DQNAgent, w
         If a checkpoint ``saved`` was made with the other channel, or (all-reduce) with another number of
         workers.
     """
-    made_with = saved.get("comm", "joblib") if saved is not None else options.comm
+    made_with = saved["comm"] if saved is not None else options.comm
     if made_with != options.comm:
         raise ValueError(f"the checkpoint was made with comm={made_with!r}; resume it with that")
     if options.comm == "joblib":

@@ -409,9 +409,9 @@ class SharedReplay(ReplayBuffer):
         return {name: getattr(self, name) for name in self.COUNTERS}
 
     def load_counters(self, counters: dict[str, Any]) -> None:
-        """Set :meth:`counters` output (a counter missing from an older state stays 0)."""
+        """Set :meth:`counters` output."""
         for name in self.COUNTERS:
-            setattr(self, name, type(getattr(self, name))(counters.get(name, 0)))
+            setattr(self, name, type(getattr(self, name))(counters[name]))
 
     def sum_counters(self, counters: list[dict[str, Any] | None]) -> dict[str, Any]:
         """The workers' :meth:`counters` (None: none yet) together: counters summed, ``beta`` the largest."""
@@ -754,8 +754,7 @@ class SharedBlock:
         ValueError
             If ``saved`` is of another layout.
         """
-        # (a checkpoint from before n-step returns has no steps: one-step transitions)
-        self.arrays.load({"steps": np.ones(len(self.arrays["steps"]), np.uint8), **saved})
+        self.arrays.load(saved)
 
     def replay_statistics(self, counters: list[dict[str, Any] | None]) -> dict[str, Any]:
         """The buffer's :meth:`~SharedReplay.statistics` now: the block's figures, with the workers' ``counters``

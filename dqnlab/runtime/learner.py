@@ -304,13 +304,10 @@ class Learner:
         self._load_agent_state(state["agent"])
         self.buffer.load_state_dict(state["buffer"])
         self.env.load_state_dict(state["env"])
-        if "nstep" in state:  # (a checkpoint from before n-step returns has none: nothing pending)
-            self.nstep.load_state_dict(state["nstep"])
+        self.nstep.load_state_dict(state["nstep"])
         self.boards = np.array(state["boards"], np.uint8)
         self.masks = np.array(state["masks"], bool)
-        # (a checkpoint from before the boards' values were kept: evaluated with the loaded weights)
-        self.values = (np.array(state["values"], np.float32) if "values" in state
-                       else self.agent.q_values(self.boards))
+        self.values = np.array(state["values"], np.float32)
         self.env_steps = int(state["env_steps"])
         self.episodes = [dict(r) for r in state["episodes"]]
         self.timing = {k: float(v) for k, v in state["timing"].items()}

@@ -28,8 +28,6 @@ TIME_SPLIT_KEYS = ("acting", "learning", "communication")
 FORMAT_VERSION = 1
 #: The run's weights, a PyTorch ``state_dict`` of its network, in a run directory (see :meth:`RunResult.save`).
 MODEL_FILE = "model.pt"
-#: Where the run directories of earlier dqnlab versions held the weights (read, never written).
-_OLD_WEIGHTS_FILE = "weights.npz"
 
 
 def episodes_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -178,8 +176,7 @@ class RunResult:
         A large table that is mostly zeros (a young n-tuple network's) is stored as a sparse COO tensor of
         its non-zero rows (:func:`~dqnlab.runtime.compact.saved_tensor`; ``t.to_dense()`` gives it back,
         and dqnlab's networks take it as it is). ``dqnlab.load_player("runs/x")`` gives a player in one
-        line. Run directories of earlier versions, which hold the weights in ``weights.npz``, still load;
-        saving over one removes its ``weights.npz``.
+        line.
 
         Each file is written to a temporary name and renamed, so a crash never leaves
         a half-written file. Returns the directory.
@@ -191,12 +188,11 @@ class RunResult:
         atomic_write(d / "history.csv", lambda f: self.history.to_csv(f, index=False))
         state_dict = {k: saved_tensor(v) for k, v in self.weights.items()}
         atomic_write(d / MODEL_FILE, lambda f: torch.save(state_dict, f))
-        (d / _OLD_WEIGHTS_FILE).unlink(missing_ok=True)
         return d
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> RunResult:
-        """Read a run written by :meth:`save` (or by an earlier version, with ``weights.npz``).
+        """Read a run written by :meth:`save`.
 
         Raises
         ------
@@ -204,25 +200,19 @@ class RunResult:
             If ``directory`` holds no run, or one of another format version.
         """
         d = Path(directory)
-        weights_file = next((d / n for n in (MODEL_FILE, _OLD_WEIGHTS_FILE) if (d / n).is_file()), None)
-        if not (d / "summary.json").is_file() or weights_file is None:
+        weights_file = d / MODEL_FILE
+        if not (d / "summary.json").is_file() or not weights_file.is_file():
             raise ValueError(f"{str(d)!r} is not a dqnlab run directory (no summary.json / {MODEL_FILE})")
         s = json.loads((d / "summary.json").read_text())
         if s.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"run {str(d)!r} has format_version {s.get('format_version')!r}; "
                              f"this dqnlab reads version {FORMAT_VERSION}")
-        if weights_file.name == MODEL_FILE:
-            weights = {k: dense_tensor(t).numpy() for k, t in torch.load(weights_file, weights_only=True).items()}
-        else:
-            with np.load(weights_file) as z:
-                weights = {k: z[k] for k in z.files}
-        history_path = d / "history.csv"
+        weights = {k: dense_tensor(t).numpy() for k, t in torch.load(weights_file, weights_only=True).items()}
         return cls(
             scheme=s["scheme"], config=TrainConfig.from_dict(s["config"]), workers=s["workers"],
             episodes=pd.read_csv(d / "episodes.csv"), env_steps=s["env_steps"], updates=s["updates"],
             wall_time_s=s["wall_time_s"] or 0.0, time_split=s["time_split"], weights=weights,
-            history=pd.read_csv(history_path) if history_path.is_file() else pd.DataFrame(),
-            status=s["status"], options=s.get("options", {}), extra=s.get("extra", {}),
+            history=pd.read_csv(d / "history.csv"), status=s["status"], options=s["options"], extra=s["extra"],
         )
 
 

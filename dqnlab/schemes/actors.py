@@ -53,7 +53,7 @@ floor holds for the whole run:
   env steps per second for about the same updates per second (each transition is
   replayed fewer times). On a machine with few cores this leaves the learner most of
   its CPU while the actors add env steps; a lower floor gives the actors more of the
-  CPU (``bench scaling`` measures both rates, see the README's Results section);
+  CPU (``bench scaling`` measures both rates);
 * ``min_replay_ratio=0`` never throttles (Ape-X): on a small machine the actors then
   take CPU from the learner.
 
@@ -597,11 +597,11 @@ class _CentralLearner(ActorFeed):
         super().load_state_dict(state)
         self.agent.load_state_dict(state["agent"])
         self.credit = float(state["credit"])
-        self.between = int(state.get("between", 0))  # (a checkpoint of an older dqnlab has neither)
-        self.batches = {k: int(v) for k, v in state.get("batches", self.batches).items()}
+        self.between = int(state["between"])
+        self.batches = {k: int(v) for k, v in state["batches"].items()}
         self.started_at = None if state["started_at"] is None else int(state["started_at"])
         self.weights_sent, self.broadcast_at = int(state["weights_sent"]), int(state["broadcast_at"])
-        self.bytes_sent = int(state.get("bytes_sent", 0))  # (a checkpoint of an older dqnlab has none)
+        self.bytes_sent = int(state["bytes_sent"])
         # Each actor holds the weights its own state says (an order in flight at the end of a run was lost); an
         # actor whose state keeps no weights (not lockstep) starts from the learner's.
         self.version_sent = [self.agent.updates if a["weights"] is None else int(a["st"]["version"]) for a in actors]

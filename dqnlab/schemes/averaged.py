@@ -102,7 +102,7 @@ class Replica(replica.Replica):
         acting has overwritten meanwhile, and needs every rank's pending errors in a checkpoint
         for an exact resume. The small all-reduce carries only ``K x B`` floats, so its cost is
         latency rather than bandwidth, and it is small beside a rank's local step; ``python -m
-        dqnlab bench scaling`` reports the time spent communicating (the README's Results section).
+        dqnlab bench scaling`` reports the time spent communicating.
         A non-finite TD error at any rank ends the run at that update at every rank.
         """
         agent, coll = self.agent, self.coll
@@ -199,8 +199,7 @@ class Replica(replica.Replica):
     def load_state(self, state: dict[str, Any]) -> None:
         """Continue :meth:`state` (a resumed run)."""
         super().load_state(state)
-        if "pending" in state:  # (a checkpoint of before sparse averages has none: its ranks averaged dense)
-            self.pending = [[(r.clone(), v.clone()) for r, v in record] for record in state["pending"]]
+        self.pending = [[(r.clone(), v.clone()) for r, v in record] for record in state["pending"]]
 
 
 def changes_since(p: torch.Tensor, records: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:

@@ -11,7 +11,7 @@ unless ``sync="final"``), plus Run and Stop buttons, a status line and a live fi
 the same lines with new data). Draws happen at the run's progress reports, about a second
 apart, when two seconds have passed since the last; a draw that costs more than 0.3 s makes
 the panel wait five draws' time before the next, so drawing never takes more than a fifth of
-the run (the notebooks say what that gives, measured). Nothing is shown under the buttons until
+the run. Nothing is shown under the buttons until
 a run draws, and a Run click clears the figure of the run before, so a failed run never leaves
 another run's figure looking current.
 

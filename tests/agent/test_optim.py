@@ -94,18 +94,6 @@ def test_loading_a_state_fills_the_sums_the_optimiser_already_holds():
     assert float(fresh.state[net.weight]["step"]) == 3.0
 
 
-def test_a_state_saved_with_the_sums_apart_loads():
-    """Earlier versions saved ``errors`` and ``abs_errors`` as two tensors: they load into the sums."""
-    net, opt, _ = sparse_step(1, lr=0.5, steps=3)
-    sums = opt.state[net.weight]["sums"]
-    old = {k: {"step": v["step"].clone(), "errors": v["sums"][..., 0].clone(), "abs_errors": v["sums"][..., 1].clone()}
-           for k, v in opt.state_dict()["state"].items()}
-    fresh = TemporalCoherence(net.parameters(), 0.5)
-    fresh.load_state_dict({"state": old, "param_groups": opt.state_dict()["param_groups"]})
-    st = fresh.state[net.weight]
-    assert set(st) == {"step", "sums"} and torch.equal(st["sums"], sums) and sums[..., 0].ne(sums[..., 1]).any()
-
-
 _TRAIN_AND_CHECKPOINT = textwrap.dedent("""
     import sys
     import torch
