@@ -120,7 +120,8 @@ def markdown(record: str | os.PathLike | Mapping[str, Any], scheme: str | None =
     """A record (or the path of one) as markdown: what it measures, its tables, then how it was measured.
 
     For a learning record: each configuration against serial (:func:`dqnlab.bench.learning.versus_serial`),
-    only ``scheme``'s and serial's rows when ``scheme`` is given, and with ``points`` every curve point too.
+    only ``scheme``'s and serial's rows and runs when ``scheme`` is given, and with ``points`` every curve point
+    too.
 
     Raises
     ------
@@ -136,7 +137,8 @@ def markdown(record: str | os.PathLike | Mapping[str, Any], scheme: str | None =
 
         if scheme is not None:
             rows = [r for r in rec["rows"] if r["scheme"] in (scheme, "serial")]
-            rec = {**rec, "rows": rows, "time_to_player": time_to_player(rows)}
+            runs = [run for run in rec.get("runs", []) if any(k[2] in (scheme, "serial") for k in run["keys"])]
+            rec = {**rec, "rows": rows, "time_to_player": time_to_player(rows), "runs": runs}
         parts.append(versus_serial_markdown(rec))
         if points:
             parts += ["", learning_markdown(rec).split("Every point:", 1)[1].strip()]

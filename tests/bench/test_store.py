@@ -58,6 +58,8 @@ def test_a_learning_records_markdown_keeps_only_the_scheme_asked_and_serial():
     text = store.markdown(STORE / "learning-schemes.json", scheme="sharded")
     lines = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| scheme")]
     assert [line.split("|")[1].strip() for line in lines] == ["serial", "sharded"]
+    runs = text.split("Measured by:")[1]
+    assert "--schemes sharded" in runs and "--schemes actors" not in runs
 
 
 def test_the_readmes_tables_are_the_stores():
