@@ -105,9 +105,11 @@ class EvalResult:
 
     def describe(self) -> str:
         """The games in one line, as every command says them: the score's mean, median and best, then the
-        share of games that reached each of the four largest tiles any game reached, e.g.
-        ``"mean 105,906, median 98,112, best 180,332; 1024 in 100% of games, 2048 in 96%, 4096 in 71%, 8192 in 3%"``."""
-        reached = [2 ** k for k in range(1, int(self.max_tiles.max()).bit_length())][-4:]
+        share of games that reached each tile from the largest one all of them reached to the largest one
+        any reached (the four largest of those), e.g.
+        ``"mean 105,906, median 98,112, best 180,332; 2048 in 96% of games, 4096 in 71%, 8192 in 3%"``."""
+        every = int(self.max_tiles.min())
+        reached = [2 ** k for k in range(every.bit_length() - 1, int(self.max_tiles.max()).bit_length())][-4:]
         shares = [f"{tile} in {percent(self.reach(tile))}" for tile in reached]
         return (f"mean {self.scores.mean():,.0f}, median {np.median(self.scores):,.0f}, best {self.scores.max():,}; "
                 + ", ".join([shares[0] + " of games", *shares[1:]]))

@@ -570,10 +570,10 @@ def test_one_line_says_the_games_everywhere():
     from dqnlab.evaluation import EvalResult, percent
 
     ev = EvalResult(np.array([100, 200, 300, 105_907]), np.array([512, 1024, 2048, 2048]), np.array([1, 2, 3, 4]))
-    assert ev.describe() == ("mean 26,627, median 250, best 105,907; 256 in 100% of games, 512 in 100%, 1024 in 75%, "
-                             "2048 in 50%")
-    assert EvalResult(np.array([4]), np.array([4]), np.array([1])).describe() == \
-        "mean 4, median 4, best 4; 2 in 100% of games, 4 in 100%"
+    assert ev.describe() == "mean 26,627, median 250, best 105,907; 512 in 100% of games, 1024 in 75%, 2048 in 50%"
+    assert EvalResult(np.array([4]), np.array([4]), np.array([1])).describe() == "mean 4, median 4, best 4; 4 in 100% of games"
+    strong = EvalResult(np.arange(4), np.array([256, 2048, 8192, 16384]), np.arange(4))
+    assert strong.describe().endswith("; 2048 in 75% of games, 4096 in 50%, 8192 in 50%, 16384 in 25%")
     assert [percent(p) for p in (0, 0.005, 0.5, 0.995, 1)] == ["0%", "0.5%", "50%", "99.5%", "100%"]
 
 

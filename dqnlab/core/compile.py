@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from ..bars import progress_bar
+from ..bars import clock, progress_bar
 
 __all__ = ["notice", "NOTICE_AFTER_S", "refresh_cache"]
 
@@ -55,10 +55,14 @@ def notice(what: str, stream: TextIO | None = None, after_s: float = NOTICE_AFTE
         said.set()
         print(f"dqnlab: compiling {what} (numba; the first run on this machine only, then cached) ...",
               file=out, flush=True)
-        # its length is unknown: a line that ticks (a bar without a total), redrawn at the bar's interval
-        with progress_bar(bar_format="dqnlab: compiling for {elapsed} ...", file=out, leave=False) as bar:
+        # its length is unknown: a line that ticks the time so far, redrawn at the bar's interval
+
+        def so_far() -> str:
+            return f"dqnlab: compiling, {clock(time.perf_counter() - t0)} so far ..."
+
+        with progress_bar(desc=so_far(), bar_format="{desc}", file=out, leave=False) as bar:
             while not done.wait(bar.mininterval):
-                bar.refresh()
+                bar.set_description_str(so_far())
 
     ticker = threading.Thread(target=say, name="dqnlab-compile-notice", daemon=True)
     ticker.start()

@@ -71,6 +71,6 @@ def test_notice_ticks_the_time_so_far_while_it_compiles():
     with core_compile.notice("test kernels (ticking)", stream=out, after_s=0.05):
         time.sleep(0.3)
     text = out.getvalue()
-    said, ticked, done = (text.index(s) for s in ("compiling test kernels (ticking)", "dqnlab: compiling for 00:0",
+    said, ticked, done = (text.index(s) for s in ("compiling test kernels (ticking)", "dqnlab: compiling, 0:00 so far ...",
                                                    "compiled test kernels (ticking) in"))
     assert said < ticked < done
