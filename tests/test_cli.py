@@ -626,7 +626,11 @@ def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
     game = play(trained[1], seed=2)
     with Image.open(gif) as im:
         assert im.n_frames == game.moves + 1
-    assert f"wrote {gif}: {game.moves + 1:,} frames" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert f"wrote {gif}: {game.moves + 1:,} frames" in said.out
+    frames = game.moves + 1  # the bars on stderr: the moves played, then the frames drawn and the time left
+    assert f"playing: {game.moves} moves [" in said.err and "drawing frames: 100%" in said.err
+    assert re.search(rf"{frames}/{frames} \[\d\d:\d\d<00:00", said.err)
 
 
 def test_a_run_that_did_nothing_says_so_and_fails(tmp_path, capsys, monkeypatch):
