@@ -13,7 +13,6 @@ The public API, grouped by purpose:
   (one game recorded move by move; watch it with :func:`dqnlab.plots.animate`), :class:`RecordedGame`.
 """
 
-import importlib.metadata as _metadata
 import os as _os
 
 # PyTorch's OpenMP threads spin while waiting for work. On a small machine where anything
@@ -23,6 +22,7 @@ import os as _os
 # It only takes effect if torch is not imported yet; a value already in the environment wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from ._version import __version__ as __version__  # pyproject.toml's (dqnlab._version)
 from .agent import DQNAgent, MLPNetwork
 from .config import PRESETS, TrainConfig
 from .evaluation import EvalResult, RecordedGame, evaluate, play
@@ -46,7 +46,6 @@ from .schemes import SCHEMES, train
 
 register_env()
 
-__version__ = _metadata.version("dqnlab")  # pyproject.toml's, the one place it is written
 
 __all__ = [
     # game

@@ -11,12 +11,13 @@ from typing import Any, Union
 import numpy as np
 
 from .agent.dqn import DQNAgent
+from .bars import progress_bar
 from .config import TrainConfig
 from .game import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, max_tile
 from .player import Player, check_search, load_player
 from .runtime.results import RunResult
 
-__all__ = ["evaluate", "EvalResult", "REFERENCE_POLICIES", "make_policy", "play", "RecordedGame"]
+__all__ = ["evaluate", "EvalResult", "percent", "REFERENCE_POLICIES", "make_policy", "play", "RecordedGame"]
 
 Policy = Callable[[np.ndarray, np.ndarray], np.ndarray]
 PolicyLike = Union[str, RunResult, DQNAgent, Player, dict, "os.PathLike[str]", Policy]
@@ -102,6 +103,17 @@ class EvalResult:
             **{f"reach_{t}": self.reach(t) for t in (512, 1024, 2048, 4096, 8192)},
         }
 
+    def describe(self) -> str:
+        """The games in one line, as every command says them: the score's mean, median and best, then the
+        share of games that reached each tile from the largest one all of them reached to the largest one
+        any reached (the four largest of those), e.g.
+        ``"mean 105,906, median 98,112, best 180,332; 2048 in 96% of games, 4096 in 71%, 8192 in 3%"``."""
+        every = int(self.max_tiles.min())
+        reached = [2 ** k for k in range(every.bit_length() - 1, int(self.max_tiles.max()).bit_length())][-4:]
+        shares = [f"{tile} in {percent(self.reach(tile))}" for tile in reached]
+        return (f"mean {self.scores.mean():,.0f}, median {np.median(self.scores):,.0f}, best {self.scores.max():,}; "
+                + ", ".join([shares[0] + " of games", *shares[1:]]))
+
     def plot(self):
         """The largest-tile distribution (bars, share of games written on each) and the score
         histogram; returns the :class:`matplotlib.figure.Figure` (2 axes).
@@ -113,8 +125,14 @@ class EvalResult:
         return plot_eval(self)
 
 
+def percent(share: float) -> str:
+    """``share`` (0..1) in percent, whole (``"96%"``) except near its ends, where one decimal keeps a game
+    or two visible (``"0.5%"``, ``"99.5%"``)."""
+    return f"{share:.1%}" if 0 < share < 0.01 or 0.99 < share < 1 else f"{share:.0%}"
+
+
 def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainConfig | None = None,
-             max_moves: int | None = None, search: int | None = None) -> EvalResult:
+             max_moves: int | None = None, search: int | None = None, progress: bool = False) -> EvalResult:
     """Play ``games`` games of 2048 and report their scores.
 
     The games are played side by side (one batched forward pass per move). Every
@@ -138,6 +156,9 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
     search : int, optional
         Plies of expectimax a trained n-tuple afterstate player searches (1: greedy; see
         :class:`~dqnlab.player.Player`). None (the default): a player keeps its own, others play greedily.
+    progress : bool
+        Show a bar of the games finished (:func:`dqnlab.bars.progress_bar`), with the time left from the
+        rate they finish at (the games run side by side, so the first ones finish late).
 
     Returns
     -------
@@ -157,16 +178,18 @@ def evaluate(policy: PolicyLike, games: int = 200, seed: int = 0, config: TrainC
     masks = legal_actions_batch(boards)
     done = np.zeros(games, bool)
     scores, tiles, moves = (np.zeros(games, np.int64) for _ in range(3))
-    while not done.all():
-        active = np.flatnonzero(~done)
-        actions = np.zeros(games, np.int64)
-        actions[active] = act(boards[active], masks[active])
-        out = env.step(actions)
-        ended = (out.terminated | out.truncated) & ~done
-        scores[ended], tiles[ended], moves[ended] = (out.episode_scores[ended], out.episode_max_tiles[ended],
-                                                     out.episode_moves[ended])
-        done |= ended
-        boards, masks = out.boards, out.action_masks
+    with progress_bar(total=games, desc="games", unit=" games", disable=not progress) as bar:
+        while not done.all():
+            active = np.flatnonzero(~done)
+            actions = np.zeros(games, np.int64)
+            actions[active] = act(boards[active], masks[active])
+            out = env.step(actions)
+            ended = (out.terminated | out.truncated) & ~done
+            scores[ended], tiles[ended], moves[ended] = (out.episode_scores[ended], out.episode_max_tiles[ended],
+                                                         out.episode_moves[ended])
+            done |= ended
+            bar.update(int(ended.sum()))
+            boards, masks = out.boards, out.action_masks
     return EvalResult(scores, tiles, moves)
 
 
@@ -304,7 +327,7 @@ def _check_int(value: Any, name: str, minimum: int) -> None:
 
 
 def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
-         config: TrainConfig | None = None, search: int | None = None) -> RecordedGame:
+         config: TrainConfig | None = None, search: int | None = None, progress: bool = False) -> RecordedGame:
     """Play one game and record it move by move, to watch it, replay it or study it.
 
     Trained players play as in :func:`evaluate` (greedily, or searching); the game is the first of
@@ -326,6 +349,9 @@ def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
     search : int, optional
         Plies of expectimax for a trained n-tuple afterstate player, as in :func:`evaluate`; when it
         searches, the recorded Q-values are each move's expectimax value.
+    progress : bool
+        Count the moves as they are played (:func:`dqnlab.bars.progress_bar`; a game's length is not
+        known before its end, so no time left).
 
     Returns
     -------
@@ -343,19 +369,21 @@ def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
     env = VecGame2048(1, seed=seed, max_moves=max_moves)
     boards, actions, rewards, q_values = [env.reset()], [], [], []
     masks = legal_actions_batch(boards[0])
-    while True:
-        if isinstance(act, Player):
-            action, q = act.moves(boards[-1], masks)
-        else:
-            action, q = np.asarray(act(boards[-1], masks)), np.full((1, 4), np.nan, np.float32)
-        out = env.step(action)
-        boards.append(out.next_boards)
-        actions.append(action)
-        rewards.append(out.rewards)
-        q_values.append(q)
-        if out.terminated[0] or out.truncated[0]:
-            break
-        masks = out.action_masks
+    with progress_bar(desc="playing", unit=" moves", disable=not progress) as bar:
+        while True:
+            if isinstance(act, Player):
+                action, q = act.moves(boards[-1], masks)
+            else:
+                action, q = np.asarray(act(boards[-1], masks)), np.full((1, 4), np.nan, np.float32)
+            out = env.step(action)
+            boards.append(out.next_boards)
+            actions.append(action)
+            rewards.append(out.rewards)
+            q_values.append(q)
+            bar.update()
+            if out.terminated[0] or out.truncated[0]:
+                break
+            masks = out.action_masks
     return RecordedGame(np.concatenate(boards), np.concatenate(actions).astype(np.int64),
                         np.concatenate(rewards).astype(np.int64), np.concatenate(q_values), seed=int(seed),
                         truncated=bool(out.truncated[0]))

@@ -17,6 +17,7 @@ import numpy as np
 from .agent.dqn import DQNAgent
 from .config import TrainConfig
 from .core import search as core_search
+from .core.compile import notice
 from .game import legal_actions_batch
 from .game.rules import check_boards
 from .runtime.results import RunResult
@@ -26,6 +27,9 @@ __all__ = ["Player", "load_player", "PlayerLike", "MAX_SEARCH", "check_search"]
 #: What :func:`load_player` accepts.
 PlayerLike = Union[str, "os.PathLike[str]", RunResult, dict, DQNAgent, "Player"]
 
+
+#: A board of two 2-tiles, which a searching :class:`Player` searches once when made.
+_TWO_TILES = np.array([[[1, 1, 0, 0], [0] * 4, [0] * 4, [0] * 4]], np.uint8)
 
 #: The most plies :class:`Player` searches (each ply multiplies a move's work by about 8 x the empty cells;
 #: :func:`dqnlab.core.search.transposition_table`'s tags hold plies below 4).
@@ -66,7 +70,9 @@ class Player:
         Seeds the exploration of ``predict(..., deterministic=False)``.
     search : int
         Plies of expectimax (1, the default: the greedy move; 2-3 look ahead over every spawn, for an
-        n-tuple network of afterstate values; see :mod:`dqnlab.core.search`).
+        n-tuple network of afterstate values; see :mod:`dqnlab.core.search`). A searching player searches one
+        board when made: the first in a process compiles the search's kernels (or loads them from numba's
+        cache), under the compile notice (:func:`dqnlab.core.compile.notice`).
 
     Attributes
     ----------
@@ -92,6 +98,9 @@ class Player:
         self._rng = np.random.default_rng(seed)
         self._table: tuple[np.ndarray, ...] | None = None  # the search's transposition table, made when first used
         self._generation = 0
+        if self.search > 1:  # its kernels compiled (or loaded from the cache) now, said if it takes long
+            with notice("the expectimax search"):
+                self._searched(_TWO_TILES)
 
     def moves(self, boards: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The player's moves (greedy, or searched) and Q-values of boards whose legal moves are known

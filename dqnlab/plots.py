@@ -7,6 +7,14 @@ import numpy as np
 from dqnlab.game import ACTION_NAMES, draw_board, legal_actions_batch
 
 
+def _thousands(value: float, _pos=None) -> str:
+    """A tick label: ``"750"``, ``"640k"``, ``"1.2M"``."""
+    size = abs(value)
+    if size >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    return f"{value / 1e3:.3g}k" if size >= 1e3 else f"{value:.3g}"
+
+
 def _rolling(y, window: int):
     import pandas as pd
 
@@ -31,13 +39,21 @@ def _speed(history, smooth: int = 5, split: int | None = None):
 
 
 def plot_speed(runs, ax=None, label=None):
-    """Env steps/s (solid) and updates/s (dashed, right axis) against wall time, log scales.
+    """Env steps/s (solid, left axis) and updates/s (dashed, right axis) against wall time, one legend for both.
+
+    Each axis starts at 0 and ends a fifth above the fastest rate of the last four fifths of the run: a
+    start-up burst (say, acting before learning starts) may leave the top rather than squash the rest.
 
     Parameters
     ----------
     runs : RunResult or list of RunResult
         Each run's ``history`` is plotted, labelled by ``label`` or its scheme and workers.
     ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax`` (the updates/s axis is its twin, ``ax.twinx()``'s, made here).
     """
     import matplotlib.pyplot as plt
 
@@ -45,24 +61,83 @@ def plot_speed(runs, ax=None, label=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     ax2 = ax.twinx()
-    positive = {ax: False, ax2: False}
+    rates: dict = {ax: [], ax2: []}
     for i, run in enumerate(runs):
         t, sps, ups = _speed(run.history)
-        name = label or f"{run.scheme} x{run.workers}"
-        colour = f"C{i}"
-        ax.plot(t, sps, color=colour, label=f"{name} env steps/s")
-        ax2.plot(t, ups, color=colour, ls="--", label=f"{name} updates/s")
-        positive[ax] |= bool(np.any(sps > 0))
-        positive[ax2] |= bool(np.any(ups > 0))
+        name = label or (_run_label(run) if len(runs) > 1 else "")
+        ax.plot(t, sps, color=f"C{i}", label=f"{name} env steps/s".strip())
+        ax2.plot(t, ups, color=f"C{i if len(runs) > 1 else 1}", ls="--", label=f"{name} updates/s".strip())
+        later = t >= 0.2 * t[-1] if len(t) else t.astype(bool)  # the start-up left out of the limits
+        rates[ax].append(sps[later])
+        rates[ax2].append(ups[later])
+    for axis, values in rates.items():
+        values = np.concatenate(values) if values else np.zeros(0)
+        values = values[np.isfinite(values)]
+        top = values.max() if values.size else 0.0
+        axis.set_ylim(0, 1.2 * top if top > 0 else 1.0)
+    for axis in (ax, ax2):
+        axis.yaxis.set_major_formatter(_thousands)
     ax.set_xlabel("wall time (s)")
-    ax.set_ylabel("env steps / s (solid, log scale)")
-    ax2.set_ylabel("updates / s (dashed, log scale)")
-    # Speeds span orders of magnitude (acting-only warm-up vs learning; scheme vs scheme).
-    for axis, has_data in positive.items():
-        if has_data:
-            axis.set_yscale("log")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.set_ylabel("env steps / s (solid)")
+    ax2.set_ylabel("updates / s (dashed)")
+    lines = ax.get_lines() + ax2.get_lines()
+    ax.legend(lines, [line.get_label() for line in lines], loc="lower right", fontsize="small")
     ax.set_title("speed")
+    return ax
+
+
+def plot_games(run, ax=None, window: int = 50, greedy=None):
+    """The score of each training game against wall time (env steps on the top axis): each game faint,
+    the mean of the last ``window`` games bold, and ``greedy``'s games played after training marked at the
+    end of the run (their mean, and a bar over the middle half of their scores).
+
+    Parameters
+    ----------
+    run : RunResult
+    ax : matplotlib.axes.Axes, optional
+    window : int
+        Games in the rolling mean (the first ``window - 1`` points average fewer).
+    greedy : EvalResult, optional
+        Games of the trained player (:func:`dqnlab.evaluate`).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 3.5))
+    ep = run.episodes.sort_values("wall_time_s", kind="stable")
+    t, score = np.asarray(ep["wall_time_s"], float), np.asarray(ep["score"], float)
+    if len(ep):
+        ax.plot(t, score, color="C0", lw=0.6, alpha=0.3, label="each game")
+        ax.plot(t, _rolling(score, window), color="C0", lw=2.0, label=f"mean of the last {window} games")
+    else:
+        ax.text(0.5, 0.5, "no finished game", ha="center", va="center", transform=ax.transAxes)
+    if greedy is not None and len(greedy.scores):
+        low, high = np.percentile(greedy.scores, [25, 75])
+        mean = float(np.mean(greedy.scores))
+        ax.errorbar([run.wall_time_s], [mean], yerr=[[mean - low], [high - mean]], fmt="D", color="C3",
+                    capsize=4, label=f"greedy play after training, {len(greedy.scores)} games: mean {mean:,.0f} "
+                                     f"(bar: middle half)")
+    h = run.history
+    if len(h) > 1 and h["env_steps"].iloc[-1] > 0 and h["wall_time_s"].iloc[-1] > 0:  # env steps on the top axis
+        wall, steps = np.asarray(h["wall_time_s"], float), np.asarray(h["env_steps"], float)
+        far, rate = 1e3 * wall[-1], steps[-1] / wall[-1]  # beyond the run: its mean speed
+        wall, steps = np.r_[-far, wall, wall[-1] + far], np.r_[-far * rate, steps, steps[-1] + far * rate]
+        top = ax.secondary_xaxis("top", functions=(lambda x: np.interp(x, wall, steps),
+                                                   lambda y: np.interp(y, steps, wall)))
+        low, high = ax.get_xlim()
+        seconds = [x for x in ax.get_xticks() if low <= x <= high]
+        top.set_xticks(np.interp(seconds, wall, steps))  # the env steps at the wall time's ticks
+        top.xaxis.set_major_formatter(_thousands)
+        top.set_xlabel("env steps (all workers) at that time")
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("score of a game (points)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize="small")
+    ax.set_title("training games")
     return ax
 
 
@@ -111,21 +186,41 @@ def _score_lines(run, x: str = "wall_time_s", window: int = 50, per_worker: bool
         yield label, np.asarray(xs, float), _rolling(df["score"], window)
 
 
-def plot_run(run, window: int = 50):
-    """The standard figure of a run: reward vs wall time, reward vs env steps and speed; below,
-    the DQN diagnostics (:func:`plot_diagnostics`: TD loss, mean max-Q, and epsilon -- or, for a
-    learner that does not explore, the share of games reaching the large tiles -- vs wall time)."""
+def plot_run(run, window: int = 50, greedy=None):
+    """The standard figure of a run (``run.png`` of ``python -m dqnlab train``): the training games and the
+    greedy ones (:func:`plot_games`) and the speed (:func:`plot_speed`); below, the DQN diagnostics
+    (:func:`plot_diagnostics`: TD loss, mean max-Q, and epsilon -- or, for a learner that does not explore,
+    the share of games reaching the large tiles, its epsilon in the title -- vs wall time).
+
+    Parameters
+    ----------
+    run : RunResult
+    window : int
+        Games in the rolling means.
+    greedy : EvalResult, optional
+        Games of the trained player, marked on the games' panel.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Five panels (``fig.axes[:5]``: games, speed, loss, max-Q, epsilon or tiles), then the speed
+        panel's updates/s axis and the games panel's env-steps axis.
+    """
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(15, 7.4), layout="constrained")
-    plot_reward(run, axes[0, 0], "wall_time_s", window)
-    plot_reward(run, axes[0, 1], "env_steps", window)
-    plot_speed(run, axes[0, 2])
-    plot_diagnostics(run, axes[1], window)
+    fig = plt.figure(figsize=(15, 7.4), layout="constrained")
+    grid = fig.add_gridspec(2, 3)
+    games, speed = fig.add_subplot(grid[0, :2]), fig.add_subplot(grid[0, 2])
+    plot_diagnostics(run, [fig.add_subplot(grid[1, k]) for k in range(3)], window)
+    plot_games(run, games, window, greedy)
+    plot_speed(run, speed)
     fig.suptitle(f"{run.scheme} x{run.workers}: {run.env_steps:,} env steps, {run.updates:,} updates, "
                  f"{run.wall_time_s:.0f} s")
     return fig
 
+
+#: Reports (about a second each) in the rolling mean of a learner's loss and mean max-Q.
+_REPORTS = 10
 
 #: The panels of :func:`plot_diagnostics`: history column, title, vertical-axis label.
 _DIAGNOSTIC_PANELS = (("loss", "TD loss", "TD loss of the last update"),
@@ -141,7 +236,7 @@ def plot_diagnostics(run, axes=None, window: int = 50):
     ``shared``: learners; ``actors``: each actor's epsilon) each worker's line is drawn
     thin beside the run's (the mean over workers). Where epsilon never changed (the
     n-tuple presets act greedily: a flat line says nothing), the third panel is
-    :func:`plot_tiles` instead, over ``window`` games.
+    :func:`plot_tiles` instead, over ``window`` games, its title saying the epsilon.
 
     Parameters
     ----------
@@ -168,6 +263,7 @@ def plot_diagnostics(run, axes=None, window: int = 50):
     flat = eps.size > 0 and np.all(eps == eps[0])
     if flat:
         plot_tiles(run, axes[2], window)
+        axes[2].set_title(f"games reaching a tile (epsilon {eps[0]:g} throughout)")
     for ax, (column, title, ylabel) in zip(axes[:2] if flat else axes, _DIAGNOSTIC_PANELS):
         found = [(int(m.group(1)), name) for name in history.columns
                  if (m := re.fullmatch(rf"worker(\d+)_{column}", str(name)))]
@@ -175,13 +271,17 @@ def plot_diagnostics(run, axes=None, window: int = 50):
             ax.plot(t, np.asarray(history[name], float), lw=0.8, alpha=0.7, label=f"worker {k}")
         values = np.asarray(history[column], float) if column in history else np.full(len(t), np.nan)
         if np.isfinite(values).any():
-            ax.plot(t, values, color="k", lw=1.5, label="mean of the workers" if found else None)
+            if found or column == "epsilon":
+                ax.plot(t, values, color="k", lw=1.5, label="mean of the workers" if found else None)
+            else:  # one learner's: each report faint, their rolling mean (a loss is noisy from update to update)
+                ax.plot(t, values, color="k", lw=0.8, alpha=0.3, label="each report (about 1 s)")
+                ax.plot(t, _rolling(values, _REPORTS), color="k", lw=1.5, label=f"mean of the last {_REPORTS} reports")
             if column == "loss" and (values[np.isfinite(values)] > 0).all():
                 ax.set_yscale("log")
         else:
             ax.text(0.5, 0.5, "no update yet" if column in history else "not recorded (an older run)",
                     ha="center", va="center", transform=ax.transAxes)
-        if found:
+        if len(ax.get_lines()) > 1:
             ax.legend(fontsize="small")
         ax.set_xlabel("wall time (s)")
         ax.set_ylabel(ylabel)
@@ -739,7 +839,7 @@ def animation_html(game, every: int = 1, max_frames: int | None = None, interval
     game, every, max_frames, interval_ms, dpi
         As :func:`animate` (which raises ValueError for a bad ``every`` or ``max_frames``).
     progress : bool
-        Show the progress bar (``tqdm.auto``: a widget in a notebook, text in a terminal).
+        Show the progress bar (:func:`save_animation`'s: a widget in a notebook, text in a terminal).
 
     Returns
     -------
@@ -750,14 +850,38 @@ def animation_html(game, every: int = 1, max_frames: int | None = None, interval
     from pathlib import Path
 
     from matplotlib.animation import HTMLWriter
-    from tqdm.auto import tqdm
 
     anim = animate(game, every, max_frames, interval_ms, dpi)
-    total = len(game.frames(every, max_frames))
-    with tempfile.TemporaryDirectory() as folder, \
-            tqdm(total=total, desc="drawing frames", unit="frame", disable=not progress, leave=False) as bar:
+    with tempfile.TemporaryDirectory() as folder:
         path = Path(folder, "animation.html")
-        anim.save(str(path), writer=HTMLWriter(fps=1000.0 / interval_ms, embed_frames=True, default_mode="once"),
-                  progress_callback=lambda frame, _total: bar.update(frame - bar.n))  # called before each frame
-        bar.update(total - bar.n)
+        save_animation(anim, path, len(game.frames(every, max_frames)),
+                       HTMLWriter(fps=1000.0 / interval_ms, embed_frames=True, default_mode="once"),
+                       progress=progress, leave=False)
         return path.read_text()
+
+
+def save_animation(anim, path, frames: int, writer="pillow", progress: bool = True, leave: bool = True) -> None:
+    """Save ``anim`` (:func:`animate`'s) to ``path`` with ``writer``, with a progress bar over its ``frames``
+    frames and the time left while they are drawn (:func:`dqnlab.bars.progress_bar`; a strong player's game
+    takes a minute to draw).
+
+    Parameters
+    ----------
+    anim : matplotlib.animation.Animation
+    path : str or path
+        The file, e.g. ``game.gif``.
+    frames : int
+        Frames of ``anim`` (what the bar fills to).
+    writer : str or matplotlib.animation.MovieWriter
+        As :meth:`matplotlib.animation.Animation.save` takes it (``"pillow"``: a GIF).
+    progress : bool
+        Show the bar.
+    leave : bool
+        Keep the bar's last state on the screen when done.
+    """
+    from .bars import progress_bar
+
+    with progress_bar(total=frames, desc="drawing frames", unit=" frames", disable=not progress, leave=leave) as bar:
+        anim.save(str(path), writer=writer,
+                  progress_callback=lambda frame, _total: bar.update(frame - bar.n))  # called before each frame
+        bar.update(frames - bar.n)

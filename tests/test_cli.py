@@ -1,9 +1,11 @@
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -44,11 +46,18 @@ def test_train_writes_the_run_and_evaluate_reads_it(tmp_path, capsys):
     for name in ("episodes.csv", "model.pt", "run.png"):
         assert (out / name).stat().st_size > 0
     printed = capsys.readouterr().out
-    assert "env steps/s" in printed and "greedy play, 5 games" in printed
+    greedy = evaluate(out, games=5, seed=1)  # the summary's games: seed + 1
+    assert "env steps/s" in printed and f"greedy play, 5 games: {greedy.describe()} (random play: mean" in printed
+    assert re.search(r"^training games: [\d,]+; the last \d+: mean [\d,]+, median [\d,]+, best [\d,]+; \d+ in "
+                     r"[\d.]+% of games", printed, re.MULTILINE)
 
     assert main(["evaluate", str(out), "--games", "7", "--seed", "2", "--json"]) == 0
     ev = json.loads(capsys.readouterr().out)
     assert ev["games"] == 7 and ev["score_mean"] > 0
+    assert main(["evaluate", str(out), "--games", "7", "--seed", "2"]) == 0
+    said = capsys.readouterr()
+    assert said.out == f"{out}: 7 games: {evaluate(out, games=7, seed=2).describe()}\n"
+    assert "7/7 [" in said.err  # the games' progress bar, on stderr
 
 
 def test_apex_with_prioritized_n_step_replay_from_the_command_line(tmp_path, capsys):
@@ -111,18 +120,37 @@ def test_bench_scaling_scores_each_run_on_the_same_games():
     assert plain["greedy_score_mean"] is None
 
 
-def test_train_refuses_to_overwrite_a_run(tmp_path, capsys):
+def test_a_second_run_into_the_same_out_says_what_to_do_and_overwrite_replaces_it(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["train", "--preset", "mlp", "--env-steps", "200", "--n-envs", "8", "--out", str(out), "--eval-games", "0",
             "--no-progress"]
     assert main(args) == 0
     before = (out / "summary.json").read_text()
     assert main(args) == 2
-    assert "already holds a run" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"dqnlab: error: --out {out} already holds a run: --resume {out} continues "
+                                       f"it, --overwrite replaces it, or choose another --out\n")
     assert (out / "summary.json").read_text() == before
     umask = os.umask(0)
     os.umask(umask)
     assert (out / "summary.json").stat().st_mode & 0o777 == 0o666 & ~umask  # not owner-only like a temp file
+
+    (out / "error.txt").write_text("an earlier run's error")
+    (out / "notes.txt").write_text("the user's own file")
+    assert main([*args, "--overwrite", "--env-steps", "400"]) == 0
+    assert json.loads((out / "summary.json").read_text())["env_steps"] == 400
+    assert not (out / "error.txt").exists() and (out / "notes.txt").exists()
+    code, err = _main(["train", "--resume", str(out), "--overwrite"], capsys)
+    assert code == 2 and "--overwrite cannot be combined with --resume" in err
+
+
+def test_version_is_pyprojects(capsys):
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"dqnlab {version}\n"
+    assert dqnlab.__version__ == version
 
 
 def test_argparse_errors_are_one_line():
@@ -510,6 +538,17 @@ def test_cli_option_errors(capsys, tmp_path, argv, match):
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1
 
 
+def test_one_line_says_the_games_everywhere():
+    from dqnlab.evaluation import EvalResult, percent
+
+    ev = EvalResult(np.array([100, 200, 300, 105_907]), np.array([512, 1024, 2048, 2048]), np.array([1, 2, 3, 4]))
+    assert ev.describe() == "mean 26,627, median 250, best 105,907; 512 in 100% of games, 1024 in 75%, 2048 in 50%"
+    assert EvalResult(np.array([4]), np.array([4]), np.array([1])).describe() == "mean 4, median 4, best 4; 4 in 100% of games"
+    strong = EvalResult(np.arange(4), np.array([256, 2048, 8192, 16384]), np.arange(4))
+    assert strong.describe().endswith("; 2048 in 75% of games, 4096 in 50%, 8192 in 50%, 16384 in 25%")
+    assert [percent(p) for p in (0, 0.005, 0.5, 0.995, 1)] == ["0%", "0.5%", "50%", "99.5%", "100%"]
+
+
 def test_eval_plot_draws_the_largest_tiles_and_the_scores(tmp_path, capsys):
     fig = evaluate("corner", games=20, seed=0).plot()
     assert len(fig.axes) == 2
@@ -559,7 +598,11 @@ def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
     game = play(trained[1], seed=2)
     with Image.open(gif) as im:
         assert im.n_frames == game.moves + 1
-    assert f"wrote {gif}: {game.moves + 1:,} frames" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert f"wrote {gif}: {game.moves + 1:,} frames" in said.out
+    frames = game.moves + 1  # the bars on stderr: the moves played, then the frames drawn and the time left
+    assert f"playing: {game.moves} moves [" in said.err and "drawing frames: 100%" in said.err
+    assert re.search(rf"{frames}/{frames} \[\d\d:\d\d<00:00", said.err)
 
 
 def test_a_run_that_did_nothing_says_so_and_fails(tmp_path, capsys, monkeypatch):

@@ -17,7 +17,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dqnlab"
 
-LAYERS = ["core", "game", "options", "config", "replay", "agent", "plots", "runtime", "parallel", "schemes",
+LAYERS = ["_version", "bars", "core", "game", "options", "config", "replay", "agent", "plots", "runtime", "parallel", "schemes",
           "player", "evaluation", "bench", "experiments", "ui", "cli", "__init__", "__main__"]
 
 

@@ -18,16 +18,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     summary and, with ``--plot``, their figure."""
     from ..evaluation import evaluate
 
-    ev = evaluate(args.run, games=args.games, seed=args.seed, search=args.search)
-    s = ev.summary()
+    ev = evaluate(args.run, games=args.games, seed=args.seed, search=args.search, progress=not args.no_progress)
     if args.json:
-        print(json.dumps(s, indent=2))
+        print(json.dumps(ev.summary(), indent=2))
     else:
-        print(f"{args.run}: {s['games']} games, mean score {s['score_mean']:,.0f} (median {s['score_median']:,.0f}, "
-              f"best {s['score_max']:,}); reached 512 / 1024 / 2048 / 4096 / 8192 in {s['reach_512']:.0%} / "
-              f"{s['reach_1024']:.0%} / {s['reach_2048']:.0%} / {s['reach_4096']:.0%} / {s['reach_8192']:.0%}"
-              + (f" (searching {args.search} plies)" if args.search > 1 else ""))
-        print("largest tile: " + ", ".join(f"{t}: {c}" for t, c in s["max_tile_counts"].items()))
+        searching = f" searching {args.search} plies" if args.search > 1 else ""
+        print(f"{args.run}: {len(ev.scores)} games{searching}: {ev.describe()}")
     if args.plot is not None:
         import matplotlib
 
@@ -48,7 +44,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise ValueError("--delay applies only to the text replay (without --gif)")
     if args.gif is not None and args.gif.suffix.lower() != ".gif":
         raise ValueError(f"--gif must name a .gif file, got {str(args.gif)!r}")
-    game = play(args.run, seed=args.seed, max_moves=args.max_moves, search=args.search)
+    game = play(args.run, seed=args.seed, max_moves=args.max_moves, search=args.search,
+                progress=args.gif is not None and not args.no_progress)
     end = (f"{game.moves:,} moves, score {game.score:,}, largest tile {game.max_tile:,}"
            + (" (stopped by --max-moves)" if game.truncated else "")
            + (f" (searching {args.search} plies)" if args.search > 1 else ""))
@@ -63,13 +60,13 @@ def cmd_play(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..plots import animate
+    from ..plots import animate, save_animation
 
     every, max_frames = args.every or 1, None if args.every else GIF_MAX_FRAMES
     shown = game.frames(every, max_frames)
     args.gif.parent.mkdir(parents=True, exist_ok=True)
-    print(f"drawing {len(shown):,} frames ...", flush=True)
-    animate(game, every, max_frames, interval_ms=1000.0 / (args.fps or 5.0)).save(args.gif, writer="pillow")
+    save_animation(animate(game, every, max_frames, interval_ms=1000.0 / (args.fps or 5.0)), args.gif, len(shown),
+                   progress=not args.no_progress)
     print(f"wrote {args.gif}: {len(shown):,} frames of a game of {end}")
     if args.every is None and len(shown) < game.moves + 1:
         print(f"(a frame every {shown[1]:,} moves, to keep the GIF to {GIF_MAX_FRAMES} frames; --every 1 draws "

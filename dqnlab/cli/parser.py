@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .._version import __version__
 from ..player import MAX_SEARCH
 from .flags import add_flags, nonneg_float, nonneg_int, positive_float, positive_int, run_or_policy, scheme_flags
 from .games import GIF_MAX_FRAMES
@@ -27,6 +28,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m dqnlab``: ``train``, ``evaluate``, ``play``, ``bench`` and ``reproduce``."""
     p = Parser(prog="python -m dqnlab", description=DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"dqnlab {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,play,bench,reproduce}")
     _add_train(sub)
     _add_evaluate_play(sub)
@@ -61,7 +63,10 @@ def _add_train(sub) -> None:
     t.add_argument("--dask-scheduler", metavar="ADDR",
                    help="with --backend dask: address of a running scheduler, e.g. tcp://10.0.0.5:8786 "
                         "(default: start a local cluster of --workers processes for the run)")
-    t.add_argument("--out", type=Path, help="run directory (default runs/SCHEME-TIME; with --resume: DIR)")
+    t.add_argument("--out", type=Path, help="run directory (default runs/SCHEME-TIME; with --resume: DIR); one that "
+                                            "holds a run already is an error, unless --overwrite")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace the run in --out (its checkpoint, result files, run.png and tb/; other files stay)")
     t.add_argument("--checkpoint-every", type=nonneg_float, metavar="SECONDS",
                    help="seconds between checkpoints in the run directory (default 300; 0 = about every second; "
                         "a checkpoint is also written at the end, on Ctrl-C and on Stop)")
@@ -92,6 +97,7 @@ def _add_evaluate_play(sub) -> None:
                    help=f"plies of expectimax an n-tuple afterstate player searches over every spawn (1..{MAX_SEARCH}; "
                         f"default 1: greedy)")
     e.add_argument("--json", action="store_true", help="print JSON")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--plot", type=Path, metavar="FILE",
                    help="also save the figure of the games there (largest-tile distribution and score histogram; "
                         "e.g. eval.png)")
@@ -113,6 +119,7 @@ def _add_evaluate_play(sub) -> None:
                          f"(default 1; a GIF of a game of more than {GIF_MAX_FRAMES - 1} moves: the smallest N that "
                          f"keeps it to {GIF_MAX_FRAMES} frames)")
     pl.add_argument("--fps", type=positive_float, help="GIF: frames per second (default 5)")
+    pl.add_argument("--no-progress", action="store_true", help="GIF: no progress bars (moves played, frames drawn)")
     pl.add_argument("--delay", type=nonneg_float, metavar="SECONDS",
                     help="text replay: pause between moves (default 0.1 on a terminal, 0 otherwise)")
 

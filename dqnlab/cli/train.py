@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -13,7 +15,12 @@ from .settings import config_from_args, read_config_file, resume_config, scheme_
 if TYPE_CHECKING:
     from ..runtime.results import RunResult
 
-__all__ = ["cmd_train"]
+__all__ = ["cmd_train", "RUN_FILES"]
+
+#: What a run writes into its directory (``tb``: a folder), which ``--overwrite`` removes before the run; nothing else
+#: there is touched.
+RUN_FILES = ("checkpoint.pt", "summary.json", "episodes.csv", "history.csv", "model.pt", "weights.npz", "run.png",
+             "error.txt", "worker_error.txt", "tb")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -64,6 +71,8 @@ def _settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
     """``(config, scheme options, run directory)`` of ``train``'s arguments (``args.scheme`` and
     ``args.workers`` filled in from ``--config`` or the checkpoint)."""
     file_options: dict[str, Any] = {}
+    if args.overwrite and args.resume is not None:
+        raise ValueError("--overwrite cannot be combined with --resume (a resumed run goes on in its directory)")
     if args.resume is not None:
         config = resume_config(args)
     else:
@@ -76,18 +85,25 @@ def _settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
     options = scheme_options(args, file_options)
     out = args.out or args.resume or Path("runs") / f"{args.scheme}-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.resume is None and any((Path(out) / name).exists() for name in ("checkpoint.pt", "summary.json")):
-        raise ValueError(f"--out {str(out)!r} already holds a run; continue it with --resume {str(out)!r} "
-                         f"or choose another --out")
+        if not args.overwrite:
+            where = shlex.quote(str(out))
+            raise ValueError(f"--out {where} already holds a run: --resume {where} continues it, --overwrite "
+                             f"replaces it, or choose another --out")
+        for name in RUN_FILES:
+            path = Path(out) / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
     return config, options, out
 
 
 def _report(run: RunResult, args: argparse.Namespace, out: Path) -> None:
-    """Save the run's figure into ``out`` and print what it did: speed, time split, lag and replay, games,
-    the greedy games of ``--eval-games`` and where its files are."""
-    from ..evaluation import evaluate
+    """Print what the run did (speed, time split, lag and replay, games, the greedy games of ``--eval-games``),
+    save its figure into ``out`` (with the greedy games marked) and say where its files are."""
+    from ..evaluation import EvalResult, evaluate
+    from ..runtime.loop import RECENT_GAMES
 
-    fig = run.plot()  # (train() wrote the result files to its run directory, OUT)
-    fig.savefig(out / "run.png", dpi=100)
     s = run.summary()
     split = ", ".join(f"{k} {v:.1f} s" for k, v in s["time_split"].items())
     print(f"\n{run.scheme} x{run.workers} [{run.status}]: {s['env_steps']:,} env steps, {s['updates']:,} updates, "
@@ -111,17 +127,18 @@ def _report(run: RunResult, args: argparse.Namespace, out: Path) -> None:
               f"{replay['priority_updates']:,} re-prioritised, {replay['given_priorities']:,} from actors; "
               f"mean importance weight {replay['is_weight_mean'] or float('nan'):.2f}")
     if s["episodes"]:
-        print(f"training games: mean score {s['score_mean']:,.0f}, last 100 {s['score_mean_last100']:,.0f}, "
-              f"best {s['score_max']:,}, largest tile {s['max_tile_max']:,}")
+        last = run.episodes.tail(RECENT_GAMES)
+        played = EvalResult(*(last[column].to_numpy() for column in ("score", "max_tile", "moves")))
+        print(f"training games: {s['episodes']:,}; the last {len(last):,}: {played.describe()}")
+    greedy = None
     if args.eval_games and run.status == "interrupted":
         print("interrupted: skipping the greedy evaluation (python -m dqnlab evaluate DIR plays it later)")
     elif args.eval_games:
         seed = run.config.seed
-        ev = evaluate(run, games=args.eval_games, seed=seed + 1).summary()
-        ref = evaluate("random", games=args.eval_games, seed=seed + 1).summary()
-        tiles = ", ".join(f"{t}: {c}" for t, c in ev["max_tile_counts"].items())
-        print(f"greedy play, {ev['games']} games: mean score {ev['score_mean']:,.0f} "
-              f"(random play {ref['score_mean']:,.0f}); largest tiles {{{tiles}}}")
+        greedy = evaluate(run, games=args.eval_games, seed=seed + 1, progress=not args.no_progress)
+        random_mean = evaluate("random", games=args.eval_games, seed=seed + 1).scores.mean()
+        print(f"greedy play, {args.eval_games} games: {greedy.describe()} (random play: mean {random_mean:,.0f})")
+    run.plot(greedy=greedy).savefig(out / "run.png", dpi=100)  # (train() wrote the result files to OUT)
     if (out / "checkpoint.pt").is_file():
         print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, model.pt, "
               f"run.png); continue it with python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from ..bars import clock, progress_bar
+
 __all__ = ["notice", "NOTICE_AFTER_S", "refresh_cache"]
 
 _CORE = Path(__file__).resolve().parent
@@ -34,8 +36,9 @@ _lock = threading.Lock()
 @contextmanager
 def notice(what: str, stream: TextIO | None = None, after_s: float = NOTICE_AFTER_S) -> Iterator[None]:
     """Around the first call of the kernels ``what`` (once per process and name): if the block is still
-    running after ``after_s`` seconds, print that the kernels are being compiled (first run only), and
-    at its end how long it took, to ``stream`` (default ``sys.stderr``). Later uses do nothing."""
+    running after ``after_s`` seconds, print that the kernels are being compiled (first run only), then a
+    line ticking the time so far (:func:`~dqnlab.bars.progress_bar`), and at its end how long it took, to
+    ``stream`` (default ``sys.stderr``). Later uses do nothing."""
     with _lock:
         first = what not in _seen
         _seen.add(what)
@@ -44,20 +47,30 @@ def notice(what: str, stream: TextIO | None = None, after_s: float = NOTICE_AFTE
         return
     out = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
-    said = threading.Event()
+    said, done = threading.Event(), threading.Event()
 
     def say() -> None:
+        if done.wait(after_s):
+            return
         said.set()
         print(f"dqnlab: compiling {what} (numba; the first run on this machine only, then cached) ...",
               file=out, flush=True)
+        # its length is unknown: a line that ticks the time so far, redrawn at the bar's interval
 
-    timer = threading.Timer(after_s, say)
-    timer.daemon = True
-    timer.start()
+        def so_far() -> str:
+            return f"dqnlab: compiling, {clock(time.perf_counter() - t0)} so far ..."
+
+        with progress_bar(desc=so_far(), bar_format="{desc}", file=out, leave=False) as bar:
+            while not done.wait(bar.mininterval):
+                bar.set_description_str(so_far())
+
+    ticker = threading.Thread(target=say, name="dqnlab-compile-notice", daemon=True)
+    ticker.start()
     try:
         yield
     finally:
-        timer.cancel()
+        done.set()
+        ticker.join()
         if said.is_set():
             print(f"dqnlab: compiled {what} in {time.perf_counter() - t0:.1f} s", file=out, flush=True)
 

@@ -49,7 +49,6 @@ so it loads with ``torch.load(weights_only=True)``: opening a checkpoint runs no
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import math
 import os
 import time
@@ -60,6 +59,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._version import __version__
 from ..config import TrainConfig
 from .compact import nonzero_entries
 from .results import atomic_write
@@ -319,7 +319,7 @@ class Checkpointer:
     def write(self, state: Any, loop_state: dict[str, Any], result: Any) -> Path:
         """Write ``checkpoint.pt`` (the scheme's ``state``, the loop's, the episodes) and the result files."""
         payload = {
-            "format": _FORMAT, "version": CHECKPOINT_VERSION, "dqnlab_version": _version(),
+            "format": _FORMAT, "version": CHECKPOINT_VERSION, "dqnlab_version": __version__,
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "scheme": self.scheme, "workers": self.workers,
             "options": dict(result.options), "config": result.config.to_dict(), "status": result.status,
             "env_steps": int(result.env_steps), "updates": int(result.updates),
@@ -346,10 +346,3 @@ class Checkpointer:
                 "resumes": self.resumes,
                 "resumed_from_env_steps": None if self.resumed is None else int(self.resumed["env_steps"])}
 
-
-def _version() -> str:
-    """The installed dqnlab's version (pyproject.toml's), or "unknown" when it is not installed."""
-    try:
-        return importlib.metadata.version("dqnlab")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from ..bars import clock, progress_bar
 from ..config import TrainConfig
 from .progress import DIAGNOSTICS, Progress
 from .results import RunResult
@@ -83,7 +83,8 @@ class RunLoop:
         ``total_env_steps`` and ``max_seconds`` are the budget (of the whole run:
         a resumed run counts the env steps and wall time of earlier sessions).
     progress : bool
-        Show a tqdm progress bar (env steps/s and the recent mean score).
+        Show a progress bar (:func:`dqnlab.bars.progress_bar`) filled to the end of the budget, with the
+        time so far and left, env steps, env steps/s (over the last ten seconds) and the recent mean score.
     callback : callable, optional
         Called as ``callback(snapshot)`` after each report with a :class:`RunResult`
         of what is gathered so far; returning True stops the run cleanly (raising
@@ -133,13 +134,14 @@ class RunLoop:
             self.tensorboard = TensorBoardLog(checkpointer.directory / "tb",
                                               resume_step=self.env_steps if resumed else None)
         self.progress = progress
-        self.bar = tqdm(total=config.total_env_steps, initial=self.env_steps, unit="step", disable=not progress,
-                        dynamic_ncols=True, leave=True)
+        # filled to the budget's end (1.0): its time or its env steps, whichever ends first
+        self.bar = progress_bar(total=1.0, desc=self._progress_text(math.nan, math.nan), disable=not progress,
+                                leave=True, bar_format="{percentage:3.0f}%|{bar}| {desc}")
 
     def say(self, text: str) -> None:
         """Print a line about the run above its progress bar (standard error; nothing without the bar)."""
         if self.progress:
-            tqdm.write(f"dqnlab: {text}", file=sys.stderr)
+            self.bar.write(f"dqnlab: {text}", file=sys.stderr)
 
     @property
     def elapsed(self) -> float:
@@ -204,7 +206,6 @@ class RunLoop:
         env_steps, updates = progress.env_steps, progress.updates
         if len(progress.workers) == 1:
             progress = progress._replace(workers=())
-        self.bar.update(env_steps - self.env_steps)
         self.env_steps, self.updates = env_steps, updates
         self._steps_per_s = max(1.0, env_steps / max(elapsed, 1e-9))
         row = {"wall_time_s": elapsed, "env_steps": env_steps, "updates": updates,
@@ -214,8 +215,8 @@ class RunLoop:
         before = self.history[-1]
         self.history.append(row)
         score_mean = recent_score(progress.games)
-        self.bar.set_postfix({"sps": f"{self._steps_per_s:,.0f}", "ups": f"{updates / max(elapsed, 1e-9):,.0f}",
-                              "score": f"{score_mean:,.0f}"}, refresh=False)
+        self.bar.set_description_str(self._progress_text(self._recent_speed(), score_mean), refresh=False)
+        self.bar.update(self.budget_used() - self.bar.n)
         if self.tensorboard is not None:
             dt = elapsed - before["wall_time_s"]
             self.tensorboard.write(
@@ -223,6 +224,38 @@ class RunLoop:
                 max_tile=max((g["max_tile"] for g in progress.games[-RECENT_GAMES:]), default=math.nan),
                 env_steps_per_s=(env_steps - before["env_steps"]) / dt if dt > 0 else math.nan,
                 updates_per_s=(updates - before["updates"]) / dt if dt > 0 else math.nan)
+
+    def budget_used(self) -> float:
+        """The share of the budget spent (0..1): of its time or of its env steps, whichever is further along."""
+        shares = [self.elapsed / self.config.max_seconds if self.config.max_seconds else 0.0,
+                  self.env_steps / self.config.total_env_steps if self.config.total_env_steps else 0.0]
+        return min(1.0, max(shares))
+
+    def _recent_speed(self, window_s: float = 10.0) -> float:
+        """Env steps/s over the last ``window_s`` seconds of the history (fewer at the start; NaN before the
+        second row): the speed now, which the start-up and the start of learning leave behind."""
+        h = self.history
+        if len(h) < 2:
+            return math.nan
+        now = h[-1]
+        then = next((row for row in reversed(h[:-1]) if row["wall_time_s"] <= now["wall_time_s"] - window_s), h[0])
+        dt = now["wall_time_s"] - then["wall_time_s"]
+        return (now["env_steps"] - then["env_steps"]) / dt if dt > 0 else math.nan
+
+    def _progress_text(self, speed: float, score_mean: float) -> str:
+        """What the bar says after its percentage: time so far against the budget, the time left (the
+        time budget's, or the env steps left at ``speed`` env steps/s, whichever ends first), env steps,
+        ``speed`` and the mean score of the last :data:`RECENT_GAMES` games (NaN: none yet)."""
+        config, elapsed = self.config, self.elapsed
+        left = [config.max_seconds - elapsed] if config.max_seconds else []
+        steps = f"{self.env_steps:,}"
+        if config.total_env_steps:
+            steps += f" of {config.total_env_steps:,}"
+            left.append((config.total_env_steps - self.env_steps) / speed if speed > 0 else math.nan)
+        budget = f" of {clock(config.max_seconds)}" if config.max_seconds else ""
+        text = (f"{clock(elapsed)}{budget}, {clock(min(left)) if not any(map(math.isnan, left)) else '?'} left; "
+                f"{steps} env steps, {'?' if math.isnan(speed) else format(speed, ',.0f')} env steps/s")
+        return text + ("" if math.isnan(score_mean) else f"; score {score_mean:,.0f} (last {RECENT_GAMES} games)")
 
     def interrupt(self) -> None:
         """Mark the run as interrupted: a KeyboardInterrupt reached the scheme's code.

@@ -157,11 +157,12 @@ class RunResult:
             "options": self.options, "extra": _jsonable(self.extra), "config": self.config.to_dict(),
         }
 
-    def plot(self, window: int = 50):
-        """Reward vs wall time and vs env steps, and speed over time (matplotlib Figure)."""
+    def plot(self, window: int = 50, greedy=None):
+        """The run's figure (:func:`dqnlab.plots.plot_run`: its games, speed and learning), with ``greedy``, an
+        :class:`~dqnlab.EvalResult` of the trained player's games, marked; a matplotlib Figure."""
         from ..plots import plot_run
 
-        return plot_run(self, window=window)
+        return plot_run(self, window=window, greedy=greedy)
 
     # ----------------------------------------------------------------- on disk
     def save(self, directory: str | os.PathLike) -> Path:

@@ -65,7 +65,8 @@ def train(scheme: str | None = None, config: TrainConfig | None = None, *, worke
     workers : int, optional
         Worker processes (>= 1); default 1 (with ``resume``: the checkpoint's).
     progress : bool
-        Show a tqdm progress bar with env steps/s and the recent mean score.
+        Show a progress bar on standard error, filled to the end of the budget, with the time left, env steps/s
+        and the recent mean score (:class:`~dqnlab.runtime.loop.RunLoop`).
     callback : callable, optional
         Called about once a second as ``callback(snapshot)`` with a
         :class:`~dqnlab.RunResult` of what is gathered so far; return True to stop

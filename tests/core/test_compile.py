@@ -64,3 +64,13 @@ def test_the_cache_is_emptied_when_the_core_changes(tmp_path):
     stale.write_text("new")
     assert not core_compile.refresh_cache(tmp_path)  # marked: left alone
     assert stale.exists()
+
+
+def test_notice_ticks_the_time_so_far_while_it_compiles():
+    out = io.StringIO()
+    with core_compile.notice("test kernels (ticking)", stream=out, after_s=0.05):
+        time.sleep(0.3)
+    text = out.getvalue()
+    said, ticked, done = (text.index(s) for s in ("compiling test kernels (ticking)", "dqnlab: compiling, 0:00 so far ...",
+                                                   "compiled test kernels (ticking) in"))
+    assert said < ticked < done
