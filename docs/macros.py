@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import importlib.metadata
 import os
 import re
-import sys
-import tomllib
 from pathlib import Path
 
 
@@ -76,36 +73,8 @@ def presets_table() -> str:
     return "\n".join(rows)
 
 
-class _Checkout(importlib.metadata.DistributionFinder):
-    """``dqnlab``'s metadata from ``pyproject.toml`` where the package is imported from a checkout on
-    ``PYTHONPATH`` rather than installed (``dqnlab.__version__`` reads the installed metadata)."""
-
-    def __init__(self, root: Path):
-        self.root = root
-
-    def find_distributions(self, context=importlib.metadata.DistributionFinder.Context()):  # noqa: B008
-        if context.name == "dqnlab":
-            project = tomllib.loads((self.root / "pyproject.toml").read_text())["project"]
-            yield _Metadata(f"Metadata-Version: 2.1\nName: dqnlab\nVersion: {project['version']}\n")
-
-
-class _Metadata(importlib.metadata.Distribution):
-    def __init__(self, text: str):
-        self.text = text
-
-    def read_text(self, filename: str) -> str | None:
-        return self.text if filename == "METADATA" else None
-
-    def locate_file(self, path: str) -> Path:
-        return Path(path)
-
-
 def define_env(env) -> None:
     """Register the macros (mkdocs-macros calls this once per build)."""
-    try:
-        importlib.metadata.version("dqnlab")
-    except importlib.metadata.PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
-        sys.meta_path.append(_Checkout(Path(env.project_dir)))
     store_dir = Path(env.conf["docs_dir"]) / "results"
 
     shown: dict[str, set[str]] = {}  # page -> the records it has shown so far
