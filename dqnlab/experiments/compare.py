@@ -96,7 +96,7 @@ def compare_figure(data: dict[str, Any]):
     trials = data["trials"]
     labels = [t.label for t in trials]
     runs = [t.run for t in trials]
-    fig, axes = new_figure(2, 3, figsize=(17, 8))
+    fig, axes = new_figure(2, 3, figsize=(10.5, 7))
     plot_bars([r.env_steps_per_s for r in runs], labels, axes[0, 0], "env steps / s", "acting throughput")
     plot_bars([r.updates_per_s for r in runs], labels, axes[0, 1], "updates / s", "learning throughput",
               fmt="{:,.1f}")

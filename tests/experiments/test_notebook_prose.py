@@ -19,8 +19,8 @@ SCHEME_NOTEBOOKS = {"02": "independent", "03": "shared", "04": "sharded", "05": 
 #: Words of prose (markdown outside fenced code blocks) a notebook may have: about 700 for a scheme's, 1,000 else.
 MAX_WORDS = {**dict.fromkeys(SCHEME_NOTEBOOKS, 750), "00": 1_050, "01": 1_050, "07": 1_050, "08": 1_050}
 #: Numbers with thousands separators that are settings, not measurements: the games of an evaluation, the player
-#: mark (a greedy mean of 10,000), warm-up steps, an optimistic initial value.
-SETTINGS = {"1,000", "5,000", "10,000", "50,000", "320,000"}
+#: mark (a greedy mean of 10,000), warm-up steps, the seconds of a day, an optimistic initial value.
+SETTINGS = {"1,000", "5,000", "10,000", "50,000", "86,400", "320,000"}
 #: What a measured figure looks like: a ratio ("1.41x"), a percentage, a time in micro- or milliseconds or with
 #: decimals in minutes or seconds, and (below) a number with thousands separators that is not a setting.
 MEASURED = re.compile(r"\b\d+(?:\.\d+)?x\b|\b\d+(?:\.\d+)?\s?%|\b\d+(?:\.\d+)?\s?(?:µs|us|ms)\b"
