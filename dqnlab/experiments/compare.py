@@ -107,6 +107,10 @@ def compare_figure(data: dict[str, Any]):
     axes[1, 1].set_title("greedy score vs env steps")
     plot_scores(runs, labels, axes[1, 2], "wall_time_s", window=max(1, min(rolling_window(r) for r in runs)))
     axes[1, 2].set_title("training score vs wall time")
+    for ax in axes[0]:  # the schemes' names slanted, so that they do not run into each other
+        ax.tick_params(axis="x", labelrotation=40, labelsize="small")
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     fig.suptitle(f"07 every scheme, {data['seconds']:g} s each, {data['workers']} workers "
                  f"({data['cores']} CPU cores)")
     return fig
