@@ -29,6 +29,16 @@ from .learning import (
     step_sizes,
     versus_serial,
 )
+from .reading import (
+    SCHEME_COLOURS,
+    SUMMARY_COLUMNS,
+    fmt_number,
+    readable,
+    td_settings,
+    versus_serial_figure,
+    versus_serial_table,
+    versus_serial_text,
+)
 from .reproduce import NOTEBOOKS, Notebook, reproduce
 from .serial import project_days, serial_data, serial_figure, user_play_moves
 from .sharded import channels_table, sharded_data, sharded_figure
@@ -44,5 +54,6 @@ __all__ = [
     "compare_data", "compare_figure", "claims_table", "USER_CLAIMS",
     "learning_config", "learning_data", "learning_figure", "replay_data", "REPLAY_VARIANTS", "methods_data",
     "METHOD_VARIANTS", "step_sizes", "step_size_figure", "scheme_learning", "versus_serial",
+    "SUMMARY_COLUMNS", "fmt_number", "readable", "td_settings", "versus_serial_table", "versus_serial_text", "versus_serial_figure", "SCHEME_COLOURS",
     "Notebook", "NOTEBOOKS", "reproduce",
 ]

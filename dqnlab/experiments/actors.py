@@ -53,7 +53,8 @@ def actors_figure(data: dict[str, Any]):
     from ..plots import plot_greedy
 
     wt, rt = data["workers_trials"], data["ratio_trials"]
-    fig, axes = new_figure(1, 4, figsize=(20, 4.4))
+    fig, axes = new_figure(2, 2, figsize=(10, 7.5))
+    axes = axes.ravel()
     ax = axes[0]
     x = np.arange(len(wt))
     ax.bar(x - 0.2, [t.run.env_steps_per_s for t in wt], 0.4, color="C0", label="env steps/s (left)")

@@ -78,7 +78,8 @@ def averaged_figure(data: dict[str, Any]):
     from ..plots import plot_greedy
 
     trials = data["trials"]
-    fig, axes = new_figure(1, 4, figsize=(21, 4.6))
+    fig, axes = new_figure(2, 2, figsize=(10, 7.5))
+    axes = axes.ravel()
     eff = [t.run.extra.get("effective_batch", t.run.config.batch_size) for t in trials]
     ax = axes[0]
     ax.bar([t.label.replace(" (", "\n(").replace(" joblib", "\njoblib") for t in trials],
@@ -108,10 +109,6 @@ def averaged_figure(data: dict[str, Any]):
     ax3.plot(x, table["divergence"], "s--", color="C3", label="divergence before an average")
     ax3.set_ylabel("relative divergence (median)", color="C3")
     ax3.set_ylim(bottom=0)
-    for xi, g in zip(x, table["greedy score"]):
-        if g is not None and not math.isnan(g):
-            ax.annotate(f"{g:,.0f}", (xi, 0), textcoords="offset points", xytext=(0, 4), ha="center",
-                        fontsize="small")
-    ax.set_title("local SGD, 2 workers: less communication, more drift\n(numbers: greedy score)")
+    ax.set_title("local SGD, 2 workers: less communication, more drift\n(greedy scores: the table above)")
     fig.suptitle(f"05 averaged: K workers, K minibatches, averaged weights; {data['seconds']:g} s per run")
     return fig

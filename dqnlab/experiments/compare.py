@@ -96,7 +96,7 @@ def compare_figure(data: dict[str, Any]):
     trials = data["trials"]
     labels = [t.label for t in trials]
     runs = [t.run for t in trials]
-    fig, axes = new_figure(2, 3, figsize=(17, 8))
+    fig, axes = new_figure(2, 3, figsize=(10.5, 7))
     plot_bars([r.env_steps_per_s for r in runs], labels, axes[0, 0], "env steps / s", "acting throughput")
     plot_bars([r.updates_per_s for r in runs], labels, axes[0, 1], "updates / s", "learning throughput",
               fmt="{:,.1f}")
@@ -107,6 +107,10 @@ def compare_figure(data: dict[str, Any]):
     axes[1, 1].set_title("greedy score vs env steps")
     plot_scores(runs, labels, axes[1, 2], "wall_time_s", window=max(1, min(rolling_window(r) for r in runs)))
     axes[1, 2].set_title("training score vs wall time")
+    for ax in axes[0]:  # the schemes' names slanted, so that they do not run into each other
+        ax.tick_params(axis="x", labelrotation=40, labelsize="small")
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     fig.suptitle(f"07 every scheme, {data['seconds']:g} s each, {data['workers']} workers "
                  f"({data['cores']} CPU cores)")
     return fig

@@ -35,7 +35,7 @@ def game_data(seed: int = 0) -> dict[str, Any]:
 
 def game_figure(data: dict[str, Any]):
     """00: score distribution and largest tile of random and corner play; moves per second."""
-    fig, axes = new_figure(1, 3, figsize=(15, 3.8))
+    fig, axes = new_figure(1, 3, figsize=(10.5, 3.4))
     ax = axes[0]
     bins = np.linspace(0, max(float(ev.scores.max()) for ev in data["baselines"].values()), 40)
     for i, (name, ev) in enumerate(data["baselines"].items()):

@@ -42,7 +42,7 @@ def independent_figure(data: dict[str, Any]):
     from ..plots import plot_bars, plot_divergence, plot_reward
 
     trials = data["schedules"]
-    fig, axes = new_figure(2, 2, figsize=(14, 8))
+    fig, axes = new_figure(2, 2, figsize=(10, 7.5))
     for ax, t in zip(axes[0], trials[:2]):
         plot_reward(t.run, ax, "wall_time_s", window=rolling_window(t.run) // 2 or 1, per_worker=True)
         ax.set_title(f"each learner's training score, {t.label}")

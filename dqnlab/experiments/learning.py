@@ -244,8 +244,8 @@ def learning_figure(data: dict[str, Any]):
     """Greedy mean score and the share of games reaching 2048, 4096 and 8192 against minutes of training,
     one line per configuration: 08's network families (and ``ntuple`` on 2 workers), or a scheme beside
     serial (:func:`scheme_learning`)."""
-    _, axes = new_figure(1, 4, figsize=(15, 3.8))
-    return draw_learning_curves(data, axes)
+    _, axes = new_figure(2, 2, figsize=(10, 6.5))
+    return draw_learning_curves(data, axes.ravel())
 
 
 def scheme_learning(scheme: str | None, results: str | Path) -> dict[str, Any]:

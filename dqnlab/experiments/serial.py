@@ -120,7 +120,7 @@ def _projection(data: dict[str, Any]) -> pd.DataFrame:
 
 def serial_figure(data: dict[str, Any]):
     """01: seconds per move of each update, projected days for 10,000 episodes, time split."""
-    fig, axes = new_figure(1, 3, figsize=(16, 4.2), width_ratios=[1, 1.4, 1])
+    fig, axes = new_figure(1, 3, figsize=(10.5, 3.6), width_ratios=[1, 1.4, 1])
     from ..plots import plot_bars, plot_time_split
 
     names = {"legacy_keras": "loop, Keras", "legacy_torch": "loop, PyTorch", "batched": "batched"}

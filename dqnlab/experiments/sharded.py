@@ -76,7 +76,7 @@ def sharded_figure(data: dict[str, Any]):
     from ..plots import plot_time_split
 
     trials = data["trials"]
-    fig, axes = new_figure(1, 3, figsize=(17, 4.8), width_ratios=[1.6, 1, 1])
+    fig, axes = new_figure(1, 3, figsize=(10.5, 4.2), width_ratios=[1.6, 1, 1])
     plot_time_split([t.run for t in trials], axes[0], [t.label for t in trials])
     for i, k in enumerate(data["workers"]):
         for comm in data.get("comms", ["joblib"]):

@@ -49,7 +49,9 @@ def _worker_seconds(run: RunResult) -> float:
 
 def shared_figure(data: dict[str, Any]):
     """03: lock wait as workers grow; updates/s and env steps/s; greedy score; processes vs threads."""
-    fig, axes = new_figure(1, 5, figsize=(22, 4.2))
+    fig, grid = new_figure(2, 3, figsize=(10.5, 6.8))
+    grid[1, 2].set_visible(False)  # five panels
+    axes = grid.ravel()[:5]
     for lock, style in ((True, "o-"), (False, "s--")):
         ts = [t for t in data["trials"] if t.settings.get("lock", True) == lock or t.settings["workers"] == 1]
         ks = [t.settings["workers"] for t in ts]
