@@ -279,7 +279,7 @@ def plot_diagnostics(run, axes=None, window: int = 50):
             if column == "loss" and (values[np.isfinite(values)] > 0).all():
                 ax.set_yscale("log")
         else:
-            ax.text(0.5, 0.5, "no update yet" if column in history else "not recorded (an older run)",
+            ax.text(0.5, 0.5, "no update yet" if column in history else "not recorded in this run",
                     ha="center", va="center", transform=ax.transAxes)
         if len(ax.get_lines()) > 1:
             ax.legend(fontsize="small")

@@ -183,7 +183,7 @@ def test_run_figure_has_a_diagnostics_row(cfg):
     assert [line.get_label() for line in loss.lines] == ["worker 0", "worker 1", "mean of the workers"]
     assert np.allclose(loss.lines[2].get_ydata(), history["loss"], equal_nan=True)
     assert loss.get_yscale() == "log"
-    older = dqnlab.RunResult(**{**run.__dict__, "history": history[["wall_time_s", "env_steps", "updates"]]})
-    found = panels(older.plot())
-    assert len(found) == 3 and all(not ax.lines and ax.texts[0].get_text() == "not recorded (an older run)"
+    bare = dqnlab.RunResult(**{**run.__dict__, "history": history[["wall_time_s", "env_steps", "updates"]]})
+    found = panels(bare.plot())
+    assert len(found) == 3 and all(not ax.lines and ax.texts[0].get_text() == "not recorded in this run"
                                    for ax in found.values())
