@@ -8,7 +8,8 @@ from typing import Any
 
 from ..runtime.results import RunResult
 
-__all__ = ["IDLE_TEXT", "in_labels", "progress_text", "summary_text", "first_line", "ranking_text"]
+__all__ = ["IDLE_TEXT", "in_labels", "progress_text", "summary_text", "first_line", "ranking_text",
+           "replay_ratio_text"]
 
 #: The status line before a run.
 IDLE_TEXT = '<span style="color:#666">set the controls and click Run</span>'
@@ -51,8 +52,32 @@ def summary_text(run: RunResult, settings: dict[str, Any], labels: dict[str, str
             f"{s['updates']:,} updates, {s['episodes']:,} games in {s['wall_time_s']:.1f} s &mdash; "
             f"{s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; "
             f"time: {split}; recent score {_recent(run)}"
+            + (f"; {ratio}" if (ratio := replay_ratio_text(run)) else "")
             + (f"; before the budget: {prep_s:.1f} s of start-up (compiling, starting workers)"
                if prep_s >= 0.5 else ""))
+
+
+def replay_ratio_text(run: RunResult) -> str | None:
+    """What the replay ratio of a run that throttles its actors (``actors``) means, in words, every ratio
+    written with two decimals; None for a run without one. The ratio over the whole run counts the env steps
+    before learning started, and the throttle lets the learner fall a slack of updates behind the floor: so a
+    ratio just under the floor (3.95 for a floor of 4) is the throttle working, not a fault."""
+    extra = run.extra or {}
+    achieved, floor = extra.get("achieved_replay_ratio"), extra.get("min_replay_ratio")
+    if achieved is None or floor is None:
+        return None
+    learning = extra.get("achieved_replay_ratio_learning")
+    since = f", {learning:.2f} since learning started" if learning is not None else ""
+    slack = extra.get("slack_updates")
+    behind = f"more than {slack} updates" if slack else "too far"
+    ceiling = extra.get("replay_ratio")
+    top = f" and ceiling {ceiling:.2f}" if ceiling is not None else ""
+    if floor <= 0:
+        return (f"replay ratio: the learner trained {achieved:.2f} samples per env step over the run{since}; "
+                f"floor 0.00: the actors never paused for it")
+    return (f"replay ratio: the learner trained {achieved:.2f} samples per env step over the run{since}, against a "
+            f"floor of {floor:.2f}{top}: the actors pause whenever the learner falls {behind} behind the floor, "
+            f"so a ratio at or a little under the floor is the throttle holding it")
 
 
 def first_line(scheme: str) -> str:

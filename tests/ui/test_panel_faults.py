@@ -293,3 +293,15 @@ def test_the_command_line_help_keeps_the_declared_docs():
 
     spec = specs(actors.Options)["min_replay_ratio"]
     assert "SLACK_UPDATES" in spec.doc and "SLACK_UPDATES" not in spec.tooltip
+
+
+def test_the_replay_ratio_is_said_in_words_with_consistent_rounding():
+    from dqnlab.ui import status
+
+    run = dataclasses.replace(synthetic_run(), scheme="actors", extra={
+        "achieved_replay_ratio": 3.95, "achieved_replay_ratio_learning": 3.99, "min_replay_ratio": 4,
+        "replay_ratio": 8.0, "slack_updates": 32})
+    text = status.summary_text(run, {"workers": 2}, {"budget_s": "budget (s)"}, 0.0)
+    assert "3.95 samples per env step" in text and "floor of 4.00" in text and "3.99 since learning started" in text
+    assert "throttle" in text and "(floor 4)" not in text
+    assert status.replay_ratio_text(synthetic_run()) is None  # a run without a throttle says nothing of it
