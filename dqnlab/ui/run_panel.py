@@ -1,14 +1,17 @@
 """A scheme's control panel (:class:`ControlPanel`): its controls, the run it starts in the background, its
 live figure and its status line.
 
-The panel shows a slider for the worker count, a dropdown for the batch size, text boxes for
+The panel shows a dropdown of the learner (the preset each run trains, the strong ``default`` n-tuple
+learner first: :mod:`dqnlab.ui.presets`), a slider for the worker count (with a warning under the
+controls when the workers outnumber the cores), a dropdown for the batch size, text boxes for
 the budget in seconds and the seed, and one control per option of the scheme (generated from
 the scheme's ``Options`` declarations, see :mod:`dqnlab.ui.controls`: their docs are the tooltips,
 a text box is read by its declaration and refuses what it cannot take with a line naming what
 is allowed, and a control is hidden while its option does not apply, e.g. ``final_fraction``
 unless ``sync="final"``), plus Run and Stop buttons, a status line and a live figure: speed
-(env steps/s, updates/s), TD loss and score against wall time (:class:`dqnlab.plots.LiveFigure`:
-the same lines with new data). Draws happen at the run's progress reports, about a second
+(env steps/s, updates/s), TD loss and score against wall time, the score beside the random and corner
+players' (:class:`dqnlab.plots.LiveFigure`: the same lines with new data; the reference players are
+measured once per process, :mod:`dqnlab.ui.baselines`). Draws happen at the run's progress reports, about a second
 apart, when two seconds have passed since the last; a draw that costs more than 0.3 s makes
 the panel wait five draws' time before the next, so drawing never takes more than a fifth of
 the run (the notebooks say what that gives, measured). Nothing is shown under the buttons until
@@ -18,7 +21,13 @@ another run's figure looking current.
 Before a run's budget starts, the panel compiles the native core (or loads it from numba's
 cache) and starts joblib's worker processes if that was not done yet
 (:func:`dqnlab.bench.timing.warm_up`); the status line says each step, and the seconds it has
-taken, twice a second until the run's first report, and again while a Stop is under way.
+taken, twice a second until the run's first report, and again while a Stop is under way; between
+reports it counts the run's seconds on, twice a second, and says how long ago the last report came
+once that is a few seconds (a slow report never freezes the line).
+
+One run at a time: while a panel runs, :func:`~dqnlab.ui.panels.control_panel` of its scheme returns
+that panel (its cell run again shows it, with its Stop button), and another panel's Run is refused
+with a Stop button that ends the running one.
 
 How it stays responsive: Run starts :func:`dqnlab.train` in a background thread, so
 the kernel keeps processing widget events (a callback that blocked the kernel would
