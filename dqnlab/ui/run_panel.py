@@ -179,6 +179,7 @@ class ControlPanel:
         self._refused = False  # the status line shows a setting that Run refused
         self._blocker: ControlPanel | None = None  # the other panel whose run refused this one's
         self._report: tuple[RunResult, float] | None = None  # the last report of the run and _clock() then
+        self._tick_lock = threading.Lock()  # the status line's ticks against the run's end
         self._on_end: list[Any] = []  # called with the panel when a run ends (the scheme panel's)
         self.baselines: dict[str, float] = {}  # mean score of each reference player, once measured
 
@@ -212,7 +213,7 @@ class ControlPanel:
         self.seed = text_box(fields["seed"], seed, "90px")
         self.network = dropdown(["mlp", "cnn", "ntuple"], self.config.network, "100px")
         presets = ([GIVEN] if self._given else []) + list(PANEL_PRESETS)
-        self.preset = dropdown(presets, presets[0], "130px")
+        self.preset = dropdown(presets, GIVEN if self._given else default_preset(self.scheme), "130px")
         #: The label of each control (its name in words, with its unit) and what is shown of it (the
         #: control beside its label).
         self.labels: dict[str, str] = {"preset": "learner", "workers": "workers", "batch_size": "batch size", "budget_s": "budget (s)",
@@ -562,7 +563,8 @@ class ControlPanel:
             self.error = f"{type(e).__name__}: {e}"
             self._log_traceback()
         finally:
-            self._phase = None
+            with self._tick_lock:  # no tick writes a progress line over the summary below
+                self._phase, self._report = None, None
             try:
                 if result is not None:
                     self.result = result
@@ -593,9 +595,10 @@ class ControlPanel:
         self._show_phase()
 
     def _show_phase(self) -> None:
-        phase = self._phase
-        if phase is not None:
-            self._set_status(f"{html.escape(phase[0])}&hellip; {_clock() - phase[1]:.0f} s", colour="#06c")
+        with self._tick_lock:
+            phase = self._phase
+            if phase is not None:
+                self._set_status(f"{html.escape(phase[0])}&hellip; {_clock() - phase[1]:.0f} s", colour="#06c")
 
     def _tick(self) -> None:
         """Twice a second while the run goes on: the seconds of the step it is in (see :meth:`_announce`), then
@@ -609,13 +612,14 @@ class ControlPanel:
     def _show_progress(self) -> None:
         """The progress line of the last report, its seconds counted on to now (and, when no report has come
         for :data:`_QUIET_S` seconds, how long ago the last one came)."""
-        report = self._report
-        if report is None or self._phase is not None or not self.running:
-            return
-        snapshot, at = report
-        since = max(0.0, _clock() - at)
-        self._set_status(progress_text(self.scheme, snapshot, since_report_s=since,
-                                       quiet_s=_QUIET_S), colour="#06c")
+        with self._tick_lock:
+            report = self._report
+            if report is None or self._phase is not None:
+                return
+            snapshot, at = report
+            since = max(0.0, _clock() - at)
+            self._set_status(progress_text(self.scheme, snapshot, since_report_s=since, quiet_s=_QUIET_S),
+                             colour="#06c")
 
     def _callback(self, snapshot: RunResult) -> bool:
         """The run's callback (training thread, about once a second): redraw when
