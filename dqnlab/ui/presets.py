@@ -40,7 +40,8 @@ def default_preset(scheme: str) -> str:
 def panel_config(preset: str, b: Budget | None = None, **overrides: Any) -> TrainConfig:
     """The configuration a panel trains for ``preset`` (budget ``b``, default the chosen one): the preset with no
     env-step limit and the budget's run time; ``mlp`` is :func:`~dqnlab.experiments.budgets.explore_config` (faster
-    exploration). In smoke mode, small tables, networks and buffers that learn from the first few hundred steps.
+    exploration). In smoke mode, small tables, networks and buffers that learn from the first few hundred steps
+    (the n-tuple presets with a small step, as :func:`~dqnlab.experiments.learning.learning_config`'s).
 
     Raises
     ------
@@ -56,8 +57,8 @@ def panel_config(preset: str, b: Budget | None = None, **overrides: Any) -> Trai
     fields: dict[str, Any] = {}
     if b.smoke:
         fields = dict(n_envs=16, learning_starts=256, max_seconds=2.0)
-        if config.network == "ntuple":
-            fields.update(ntuples="17x4", buffer_size=max(64, config.batch_size), batch_size=64)
+        if config.network == "ntuple":  # as learning_config's: a larger step blows up on near-identical boards
+            fields.update(ntuples="17x4", buffer_size=4_000, batch_size=64, lr=0.01)
         else:
             fields.update(hidden=(32,), channels=8, buffer_size=4_000, batch_size=64, epsilon_decay_steps=2_000)
     return config.replace(**{**fields, **overrides})

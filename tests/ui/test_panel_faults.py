@@ -314,3 +314,11 @@ def test_the_replay_ratio_is_said_in_words_with_consistent_rounding():
     assert "3.95 samples per env step" in text and "floor of 4.00" in text and "3.99 since learning started" in text
     assert "throttle" in text and "(floor 4)" not in text
     assert status.replay_ratio_text(synthetic_run()) is None  # a run without a throttle says nothing of it
+
+
+def test_a_smoke_mode_panel_trains_its_default_learner_without_diverging(monkeypatch, slow_scheme):
+    monkeypatch.setenv("DQNLAB_SMOKE", "1")
+    panel = panels.control_panel("serial", budget_s=1)
+    assert panel.preset.value == "default"
+    run = panel.run(blocking=True, timeout=300)
+    assert panel.error is None and run.status == "completed" and run.updates > 0, panel.error
