@@ -145,7 +145,9 @@ class TrainConfig:
         True, "Act only among moves that change the board (exploration and greedy); False = all four.")
 
     # --- network ----------------------------------------------------------
-    network: str = option("mlp", "Q-function family (see dqnlab.agent.networks).", choices=_NETWORKS)
+    network: str = option("mlp", "Q-function family (see dqnlab.agent.networks).", choices=_NETWORKS,
+                          tip="The kind of value function: a neural network (mlp), a convolutional one (cnn) or "
+                              "an n-tuple network (lookup tables of board patterns).")
     encoding: str = option("onehot", "mlp input: onehot (16 cells x 18 exponents) or raw (16 tile values).",
                            choices=_ENCODINGS)
     hidden: tuple[int, ...] = option(
@@ -180,15 +182,19 @@ class TrainConfig:
     # --- afterstates and symmetry -----------------------------------------
     afterstate: bool = option(
         False, "Learn V over afterstates (the board after the slide, before the spawn): "
-        "Q(s, a) = r + V(afterstate(s, a)).")
+        "Q(s, a) = r + V(afterstate(s, a)).",
+        tip="Value the board after each move's slide, before the new tile appears, and pick the move whose reward "
+            "plus that value is highest.")
     augment_symmetry: bool = option(
-        False, "mlp, cnn: train each minibatch transition under a random one of the board's 8 symmetries.")
+        False, "mlp, cnn: train each minibatch transition under a random one of the board's 8 symmetries.",
+        tip="Neural networks: learn each move under a random one of the board's 8 rotations and reflections.")
 
     # --- DQN --------------------------------------------------------------
     gamma: float = option(0.99, "Discount per env step.", low=0, high=1)
     buffer_size: int = option(100_000, "Replay buffer capacity, per learner.", unit="transitions", low=1)
     batch_size: int = option(128, "Transitions in one minibatch (one update), at most buffer_size.",
-                             unit="transitions", low=1)
+                             unit="transitions", low=1,
+                             tip="Moves learned from in one update (at most the replay memory's size).")
     learning_starts: int = option(5_000, "Env steps (per learner) collected before the first update.",
                                   unit="env steps", low=0)
     replay_ratio: float = option(

@@ -109,6 +109,9 @@ class Spec:
         What is allowed, in words, where the generated text would not say it.
     flag : str
         The command-line flag (``--name-with-dashes`` unless declared otherwise).
+    tip : str or None
+        The doc in plain words, for a panel's tooltip, where ``doc`` names code (None: ``doc``
+        is plain already); see :attr:`tooltip`.
     """
 
     name: str
@@ -127,6 +130,12 @@ class Spec:
     check: Callable[[Any], Any] | None
     allowed_text: str | None
     flag: str
+    tip: str | None = None
+
+    @property
+    def tooltip(self) -> str:
+        """What a panel's control says of the field: :attr:`tip`, else :attr:`doc`."""
+        return self.tip or self.doc
 
     @property
     def label(self) -> str:
@@ -266,7 +275,7 @@ def option(default: Any = dataclasses.MISSING, doc: str = "", *, unit: str | Non
            choices: tuple[Any, ...] = (), low: float | None = None, high: float | None = None,
            low_open: bool = False, high_open: bool = False, applies: When | None = None,
            parse: Callable[[str], Any] | None = None, check: Callable[[Any], Any] | None = None,
-           allowed: str | None = None, flag: str | None = None,
+           allowed: str | None = None, flag: str | None = None, tip: str | None = None,
            default_factory: Callable[[], Any] | None = None, compare: bool = True) -> Any:
     """A dataclass field with its declaration (see :class:`Spec` for each argument).
 
@@ -282,6 +291,9 @@ def option(default: Any = dataclasses.MISSING, doc: str = "", *, unit: str | Non
         What is allowed, in words (default: generated from the type, choices and bounds).
     flag : str, optional
         Command-line flag without the dashes (default: the name with dashes).
+    tip : str, optional
+        The doc in plain words for a panel's tooltip, where ``doc`` names code or writes a formula (the
+        command line's help keeps ``doc``).
     default_factory : callable, optional
         As in :func:`dataclasses.field`.
     compare : bool
@@ -300,7 +312,7 @@ def option(default: Any = dataclasses.MISSING, doc: str = "", *, unit: str | Non
         raise ValueError("option() needs a one-line doc")
     meta = {_SPEC: dict(doc=doc, unit=unit, choices=tuple(choices), low=low, high=high, low_open=low_open,
                         high_open=high_open, applies=applies, parse=parse, check=check, allowed_text=allowed,
-                        flag=flag)}
+                        flag=flag, tip=tip)}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=meta, compare=compare,
                                  repr=compare)

@@ -497,12 +497,21 @@ class LiveFigure:
     * TD loss: ``run.history["loss"]`` (log scale) when the history has that column (NaN
       before learning starts: "no update yet"); otherwise the plot says it is not recorded.
     * reward: the rolling mean score of finished games, one line per worker with
-      ``per_worker``.
+      ``per_worker``, and the reference players' mean scores as dotted lines (``baselines``).
+
+    A run that has ended (its status other than ``"running"``) is titled with its speed over
+    the whole run, and a last report that came much sooner after the one before than the others
+    (the final totals recorded as the run ends) is left out of the rates: a few env steps over a
+    fraction of a second would be drawn as a spike far above the run's rate.
 
     Parameters
     ----------
     window : int
         Games in the rolling mean of the score (default 20).
+    baselines : dict of str to float, optional
+        Mean scores of reference players (``{"random": ..., "corner": ...}``, see
+        :func:`dqnlab.ui.baselines.reference_scores`), drawn across the score plot; also
+        :meth:`set_baselines`.
 
     Attributes
     ----------
@@ -512,7 +521,7 @@ class LiveFigure:
         The env-steps/s axes and its twin of updates/s, the TD-loss axes and the score axes.
     """
 
-    def __init__(self, window: int = 20):
+    def __init__(self, window: int = 20, baselines: dict[str, float] | None = None):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.ticker import EngFormatter, FuncFormatter
@@ -536,6 +545,7 @@ class LiveFigure:
         (self._ups,) = self.ax_updates.plot([], [], color="C1", ls="--")
         (self._loss,) = self.ax_loss.plot([], [], color="C3")
         self._scores = {}  # label -> Line2D
+        self._baselines = []  # (Line2D, Text) of each reference player
         self._warm_up = None  # the warm-up band, replaced at every update
         self._notes = {ax: ax.text(0.5, 0.5, "", ha="center", va="center", color="0.4", transform=ax.transAxes)
                        for ax in (self.ax_loss, self.ax_score)}
@@ -552,6 +562,20 @@ class LiveFigure:
         self.ax_score.set_ylabel(f"score (mean of last {window} games)")
         for ax in (self.ax_loss, self.ax_score):
             ax.set_xlabel("wall time (s)")
+        self.set_baselines(baselines or {})
+
+    def set_baselines(self, baselines: dict[str, float]) -> None:
+        """Draw the mean score of each reference player (name -> points) across the score plot, as a
+        dotted grey line named at its right end (replacing those drawn before)."""
+        for line, text in self._baselines:
+            line.remove()
+            text.remove()
+        self._baselines = []
+        for name, score in baselines.items():
+            line = self.ax_score.axhline(score, color="0.45", ls=":", lw=1.2, label=f"_{name}", zorder=1)
+            text = self.ax_score.annotate(f"{name} {score:,.0f}", (1.0, score), xycoords=("axes fraction", "data"),
+                                          ha="right", va="bottom", fontsize="x-small", color="0.35")
+            self._baselines.append((line, text))
 
     def _minor_loss_tick(self, value: float, _pos: int) -> str:
         low, high = self.ax_loss.get_ylim()
@@ -575,7 +599,7 @@ class LiveFigure:
             :attr:`figure`, the same object at every call.
         """
         t = np.asarray(run.history["wall_time_s"], float)
-        self._update_speed(run, t)
+        self._update_speed(run, _without_final_burst(run.history))
         self._update_loss(run, t)
         self._update_scores(run, per_worker and run.workers > 1)
         # To the run's own clock, not its last history row: the figure and the status line say the same time.
@@ -584,11 +608,12 @@ class LiveFigure:
             ax.set_xlim(0, now)
         return self.figure
 
-    def _update_speed(self, run, t: np.ndarray) -> None:
-        updates = np.asarray(run.history["updates"], float)
+    def _update_speed(self, run, history) -> None:
+        t = np.asarray(history["wall_time_s"], float)
+        updates = np.asarray(history["updates"], float)
         learning = np.flatnonzero(updates > 0)
         first = int(learning[0]) if len(learning) else len(t)  # the first report after an update
-        mid, sps, ups = _speed(run.history, split=first)
+        mid, sps, ups = _speed(history, split=first)
         self._sps.set_data(mid, sps)
         self._ups.set_data(mid, ups)
         if self._warm_up is not None:
@@ -614,7 +639,10 @@ class LiveFigure:
                 off_scale = f"\u2191 warm-up peak {peak:,.0f}/s"
         self.ax_speed.set_xlabel(xlabel)
         self._off_scale.set_text(off_scale)
-        now = f"{sps[-1]:,.0f} env steps/s, {ups[-1]:,.1f} updates/s now" if len(sps) else "no report yet"
+        if getattr(run, "status", "running") != "running" and float(getattr(run, "wall_time_s", 0.0) or 0.0) > 0:
+            now = f"{run.env_steps_per_s:,.0f} env steps/s, {run.updates_per_s:,.1f} updates/s over the run"
+        else:
+            now = f"{sps[-1]:,.0f} env steps/s, {ups[-1]:,.1f} updates/s now" if len(sps) else "no report yet"
         _live_title(self.ax_speed, f"speed: {now}")
 
     def _update_loss(self, run, t: np.ndarray) -> None:
@@ -622,6 +650,8 @@ class LiveFigure:
         loss = np.asarray(run.history["loss"], float) if recorded else np.full(len(t), np.nan)
         shown = np.isfinite(loss) & (loss > 0)
         self._loss.set_data(t[shown], loss[shown])
+        self._loss.set_marker("o" if 0 < shown.sum() < 3 else "None")  # one value is a point, not a line
+        self._loss.set_markersize(4)
         if shown.any():
             low, high = float(loss[shown].min()), float(loss[shown].max())
             self.ax_loss.set_ylim(low / 1.5, high * 1.5)
@@ -656,6 +686,17 @@ class LiveFigure:
         self._notes[self.ax_score].set_text("" if lines else "no finished game yet")
         recent = f"recent mean {run.episodes['score'].tail(self.window).mean():,.0f}" if lines else "no game yet"
         _live_title(self.ax_score, f"reward: {recent}")
+
+
+def _without_final_burst(history):
+    """``history`` without its last row where that row came less than half the usual interval after the one
+    before (the final totals a run records as it ends): its env steps over a fraction of a second are no rate."""
+    t = np.asarray(history["wall_time_s"], float)
+    if len(t) >= 3:
+        usual = float(np.median(np.diff(t[:-1])))
+        if t[-1] - t[-2] < 0.5 * usual:
+            return history.iloc[:-1]
+    return history
 
 
 def _live_title(ax, text: str) -> None:

@@ -37,7 +37,10 @@ def comm_option() -> Any:
     """The ``comm`` option of ``sharded`` and ``averaged`` (declared here once for both)."""
     return option("allreduce", "How the workers' steps are combined: allreduce (a torch.distributed gloo process "
                   "group; only the minibatch and the reduced tensors travel) or joblib (a round trip of the "
-                  "whole state per update).", choices=COMM_CHANNELS)
+                  "whole state per update).", choices=COMM_CHANNELS,
+                  tip="How the workers combine their steps at every update: allreduce (the workers add up their "
+                      "gradients among themselves; only those travel) or joblib (the whole learner's state goes to "
+                      "each worker and back, every update: far slower).")
 
 
 class Comm:

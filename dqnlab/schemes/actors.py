@@ -158,26 +158,38 @@ class Options(SchemeOptions):
     min_replay_ratio: float | None = option(
         None, "Actors pause while the learner has trained fewer samples per env step than this (after learning "
         "starts, beyond a slack of 32 updates, SLACK_UPDATES), at most config.replay_ratio; None: half of it; "
-        "replay_ratio holds the ratio exactly; 0 never throttles.", low=0)
+        "replay_ratio holds the ratio exactly; 0 never throttles.", low=0,
+        tip="The learner's floor: actors pause while the learner has trained on fewer samples per env step than "
+            "this (beyond a slack of 32 updates), at most the replay ratio; empty: half the replay ratio; 0: the "
+            "actors never pause.")
     actor_epsilon: str | tuple[float, ...] = option(
         "schedule", "Exploration of each actor: the config's decaying schedule, Ape-X's fixed spread "
         "0.4**(1+7i/(K-1)), or one number per actor.", choices=ACTOR_EPSILONS,
         parse=lambda text: text if text in ACTOR_EPSILONS else tuple(float(x) for x in text.split(",")),
-        check=_epsilons_value, allowed=f"one of {list(ACTOR_EPSILONS)} or numbers in [0, 1], one per actor")
+        check=_epsilons_value, allowed=f"one of {list(ACTOR_EPSILONS)} or numbers in [0, 1], one per actor",
+        tip="How much each actor explores: the run's decaying schedule, a fixed spread from 0.4 for the first "
+            "actor down to about 0.0007 for the last (Ape-X), or one number per actor, comma-separated.")
     lockstep: bool = option(False, "Actors wait for the learner after every step (no overlap; 1 worker = serial).")
     share_weights: bool = option(
         True, "Actors on the learner's machine read its weights in shared memory as it trains them (no copies "
         "sent); off, on a Dask cluster or with the learner on a GPU: the learner sends each actor the entries "
-        "that changed, every weights_every updates.")
+        "that changed, every weights_every updates.",
+        tip="Actors read the learner's weights in shared memory as it trains them (no copies); off: the learner "
+            "sends each actor what changed, every so many updates (weights every).")
     learner_threads: int | None = option(
         None, "PyTorch threads of the learner during the run (restored afterwards); None: the cores the actors "
         "leave, max(1, cores - workers), at most torch_threads(1), when they run on this machine; unchanged "
-        "on a Dask cluster.", low=1)
+        "on a Dask cluster.", low=1,
+        tip="Threads the learner computes its updates with during the run; empty: the cores the actors leave "
+            "free (one at least), when the actors run on this machine.")
     actor_nice: int = option(
         10, "Niceness each actor acts at above its worker's (Linux: its own thread's; 0: none) where the actors "
         "compete with the learner for its cores (actors on its machine, not in lockstep, and with it more than "
         "the cores): the learner, whose updates are the run's bottleneck, then gets a core whenever it has "
-        "updates to make, and the actors the rest.", low=0, high=19)
+        "updates to make, and the actors the rest.", low=0, high=19,
+        tip="How much the actors give way to the learner for the cores (0: not at all, 19: the most): the "
+            "learner's updates are what limits the run, so it gets a core whenever it has updates to make and the "
+            "actors take the rest.")
 #: Learner updates of headroom before a throttled actor pauses.
 SLACK_UPDATES = 32
 #: Transitions an actor sends at once (at most).

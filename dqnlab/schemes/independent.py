@@ -98,7 +98,9 @@ class Options(SchemeOptions):
 
     sync: str = option("periodic", "When the learners share weights: never, every sync_every updates, only in "
                        "the last final_fraction of the budget, weighted by recent score, or the best learner's "
-                       "(see dqnlab.schemes.independent).", choices=SYNC_SCHEDULES)
+                       "(see dqnlab.schemes.independent).", choices=SYNC_SCHEDULES,
+                       tip="When the learners share weights: never, at every check-in, only near the end of the "
+                           "budget, averaged weighted by recent score, or all taking the best learner's.")
     sync_every: int | None = option(None, "Updates of each learner between check-ins with the parent (a sync, or "
                                     "with sync none only a measurement of how far the learners have drifted "
                                     "apart); none: 10,000 for the n-tuple network, 500 for the others.",

@@ -93,7 +93,9 @@ SAMPLE_FROM = ("all", "own")
 class Options(SchemeOptions):
     """Options of ``shared`` (keyword arguments of :func:`dqnlab.train`)."""
 
-    lock: bool = option(True, "Serialise updates with a lock; False: Hogwild, no lock (see dqnlab.schemes.shared).")
+    lock: bool = option(True, "Serialise updates with a lock; False: Hogwild, no lock (see dqnlab.schemes.shared).",
+                        tip="One update at a time, behind a lock; off: the workers update the shared weights at "
+                            "once, without a lock (Hogwild).")
     threads: bool = option(
         False, "Run the workers as threads of this process instead of processes: the same block, lock and "
         "algorithm, in parallel where the work releases the GIL (the compiled core of the n-tuple presets does).")

@@ -1,6 +1,6 @@
 """The panels' controls, generated from the declarations of a scheme's options (:mod:`dqnlab.options`):
 a dropdown of the choices, a checkbox, or a text box read by the declaration, each beside its label
-with the declaration's doc as its tooltip."""
+with the declaration's doc as its tooltip (its ``tip``, the doc in plain words, where the doc names code)."""
 
 from __future__ import annotations
 
@@ -84,10 +84,10 @@ def option_widget(spec: dict[str, Any], value: Any) -> tuple[W.Widget, W.Widget]
     if spec["kind"] == "choice":
         w = dropdown(spec["choices"], value)
     elif spec["kind"] == "bool":
-        return checkbox(decl.label, decl.doc, value)
+        return checkbox(decl.label, decl.tooltip, value)
     else:
         w = text_box(decl, value, "160px" if spec["kind"] == "text" else "110px")
-    return w, labelled(w, decl.label, decl.doc)
+    return w, labelled(w, decl.label, decl.tooltip)
 
 
 def parse_text(spec: Spec, text: Any, name: str) -> Any:

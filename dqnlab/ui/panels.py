@@ -39,8 +39,9 @@ def control_panel(scheme: str, config: TrainConfig | None = None, *, workers: in
     scheme : str
         One of :data:`dqnlab.SCHEMES`.
     config : TrainConfig, optional
-        Base configuration (default :func:`dqnlab.experiments.budgets.explore_config`, which is tiny
-        in smoke mode).
+        Base configuration (its preset dropdown then starts on "as given"); default: the preset chosen in
+        the panel's dropdown, at first ``default``, the strong n-tuple learner
+        (:func:`dqnlab.ui.presets.panel_config`, tiny in smoke mode).
     workers, batch_size, budget_s, seed
         Initial values of the controls (budget in seconds of wall time; default the
         config's ``max_seconds``).
@@ -51,13 +52,29 @@ def control_panel(scheme: str, config: TrainConfig | None = None, *, workers: in
     -------
     ControlPanel
 
+    While a panel of ``scheme`` runs (in the background), this returns that panel rather than a new one: its
+    cell run again shows the running panel, its Stop button and its figure.
+
     Raises
     ------
     ValueError
         For an unknown scheme or an option the scheme does not take.
     """
+    running = _running(scheme, network_controls=False)
+    if running is not None:
+        return running
     return ControlPanel(scheme, config, workers=workers, batch_size=batch_size, budget_s=budget_s, seed=seed,
                         **options)
+
+
+def _running(scheme: str, network_controls: bool) -> ControlPanel | None:
+    """The panel of ``scheme`` (with the network row or not) whose run goes on; None if none."""
+    from .run_panel import active_panel
+
+    panel = active_panel()
+    if panel is None or panel.scheme != scheme or panel._network_controls != network_controls:
+        return None
+    return panel
 
 
 def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: int | None = None,
@@ -66,6 +83,8 @@ def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: 
     (``network``: mlp, cnn or ntuple; afterstates; symmetry augmentation). Each run
     trains :func:`dqnlab.experiments.learning.learning_config` of those choices (the family's preset,
     tiny in smoke mode) with the panel's batch size, seed and budget.
+
+    While a learning panel of ``scheme`` runs, this returns that panel (as :func:`control_panel` does).
 
     ``scheme`` defaults to ``shared``, with ``lock=False`` (Hogwild: how Jaskowski 2018
     trains n-tuple networks on several cores) unless ``options`` say otherwise.
@@ -77,6 +96,9 @@ def learning_panel(scheme: str = "shared", network: str = "ntuple", *, workers: 
     """
     from ..experiments.learning import learning_config
 
+    running = _running(scheme, network_controls=True)
+    if running is not None:  # the cell ran again while its run goes on: the running panel
+        return running
     if scheme == "shared":
         options.setdefault("lock", False)
     config = learning_config(network)

@@ -1,14 +1,17 @@
 """A scheme's control panel (:class:`ControlPanel`): its controls, the run it starts in the background, its
 live figure and its status line.
 
-The panel shows a slider for the worker count, a dropdown for the batch size, text boxes for
+The panel shows a dropdown of the learner (the preset each run trains, the strong ``default`` n-tuple
+learner first: :mod:`dqnlab.ui.presets`), a slider for the worker count (with a warning under the
+controls when the workers outnumber the cores), a dropdown for the batch size, text boxes for
 the budget in seconds and the seed, and one control per option of the scheme (generated from
 the scheme's ``Options`` declarations, see :mod:`dqnlab.ui.controls`: their docs are the tooltips,
 a text box is read by its declaration and refuses what it cannot take with a line naming what
 is allowed, and a control is hidden while its option does not apply, e.g. ``final_fraction``
 unless ``sync="final"``), plus Run and Stop buttons, a status line and a live figure: speed
-(env steps/s, updates/s), TD loss and score against wall time (:class:`dqnlab.plots.LiveFigure`:
-the same lines with new data). Draws happen at the run's progress reports, about a second
+(env steps/s, updates/s), TD loss and score against wall time, the score beside the random and corner
+players' (:class:`dqnlab.plots.LiveFigure`: the same lines with new data; the reference players are
+measured once per process, :mod:`dqnlab.ui.baselines`). Draws happen at the run's progress reports, about a second
 apart, when two seconds have passed since the last; a draw that costs more than 0.3 s makes
 the panel wait five draws' time before the next, so drawing never takes more than a fifth of
 the run. Nothing is shown under the buttons until
@@ -18,7 +21,13 @@ another run's figure looking current.
 Before a run's budget starts, the panel compiles the native core (or loads it from numba's
 cache) and starts joblib's worker processes if that was not done yet
 (:func:`dqnlab.bench.timing.warm_up`); the status line says each step, and the seconds it has
-taken, twice a second until the run's first report, and again while a Stop is under way.
+taken, twice a second until the run's first report, and again while a Stop is under way; between
+reports it counts the run's seconds on, twice a second, and says how long ago the last report came
+once that is a few seconds (a slow report never freezes the line).
+
+One run at a time: while a panel runs, :func:`~dqnlab.ui.panels.control_panel` of its scheme returns
+that panel (its cell run again shows it, with its Stop button), and another panel's Run is refused
+with a Stop button that ends the running one.
 
 How it stays responsive: Run starts :func:`dqnlab.train` in a background thread, so
 the kernel keeps processing widget events (a callback that blocked the kernel would
@@ -52,14 +61,14 @@ from typing import Any
 import ipywidgets as W
 
 from ..config import TrainConfig
-from ..experiments.budgets import explore_config
 from ..options import Spec, check_names, specs
 from ..plots import LiveFigure
 from ..runtime.results import RunResult
 from .controls import checkbox, dropdown, labelled, option_widget, parse_text, scheme_options, text_box
+from .presets import PANEL_PRESETS, PRESET_WORDS, default_preset, panel_config
 from .status import IDLE_TEXT, first_line, in_labels, progress_text, summary_text
 
-__all__ = ["ControlPanel", "BATCH_SIZES", "SINGLE_PROCESS"]
+__all__ = ["ControlPanel", "BATCH_SIZES", "SINGLE_PROCESS", "GIVEN", "active_panel"]
 
 #: Batch sizes offered by the panel's dropdown.
 BATCH_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -71,8 +80,21 @@ _REPORT_SLACK_S = 0.5
 #: The clock of the redraw schedule (seconds; a name of its own so tests can drive it).
 _clock = time.perf_counter
 
+#: The preset dropdown's entry for the configuration given to the panel.
+GIVEN = "as given"
+#: Seconds without a report after which the status line says how long ago the last one came.
+_QUIET_S = 3.0
+
+_STOP_TIP = "End the run at its next report, keeping what was gathered."
+
 _ACTIVE_LOCK = threading.Lock()
 _ACTIVE: ControlPanel | None = None  # the panel whose run is going on (one run at a time)
+
+
+def active_panel() -> ControlPanel | None:
+    """The panel whose run is going on now (None if none is)."""
+    active = _ACTIVE
+    return active if active is not None and active.running else None
 
 
 class ControlPanel:
@@ -84,9 +106,16 @@ class ControlPanel:
     config : TrainConfig
         Base configuration; each run replaces ``batch_size``, ``seed`` and the budget
         (``max_seconds`` = the budget slider, no env-step limit).
+    preset : ipywidgets.Dropdown
+        The learner each run trains (:data:`dqnlab.ui.presets.PANEL_PRESETS`, the strong ``default``
+        n-tuple learner first; :data:`GIVEN` for the configuration given to the panel). Hidden in a
+        panel with the network row (:func:`~dqnlab.ui.panels.learning_panel`).
     workers, batch_size, budget_s, seed : ipywidgets.Widget
         The common controls (``workers`` is hidden for single-process schemes); ``budget_s`` (seconds)
         and ``seed`` are text boxes.
+    note : ipywidgets.HTML
+        Under the controls: more workers than the machine has cores (they then share the cores); hidden
+        otherwise.
     options : dict of str to ipywidgets.Widget
         One control per scheme option: a dropdown of its choices, a checkbox, or a text box. A text box
         is read by the option's declaration (:meth:`dqnlab.options.Spec.from_text`): what it cannot
@@ -126,7 +155,8 @@ class ControlPanel:
 
         check_names(SCHEMES[scheme].Options, options, f"scheme {scheme!r}")
         self.scheme = scheme
-        self.config = config if config is not None else explore_config()
+        self._given = config is not None
+        self.config = config if config is not None else panel_config(default_preset(scheme))
         if not isinstance(self.config, TrainConfig):
             raise ValueError(f"config must be a TrainConfig, got {type(self.config).__name__}")
         self.redraw_every_s = redraw_every_s
@@ -147,6 +177,11 @@ class ControlPanel:
         self._phase: tuple[str, float] | None = None  # (what the run is doing, since when), until it reports
         self._prep_s = 0.0  # seconds of the last run's start-up before its budget (compiling, starting workers)
         self._refused = False  # the status line shows a setting that Run refused
+        self._blocker: ControlPanel | None = None  # the other panel whose run refused this one's
+        self._report: tuple[RunResult, float] | None = None  # the last report of the run and _clock() then
+        self._tick_lock = threading.Lock()  # the status line's ticks against the run's end
+        self._on_end: list[Any] = []  # called with the panel when a run ends (the scheme panel's)
+        self.baselines: dict[str, float] = {}  # mean score of each reference player, once measured
 
         self._network_controls = network_controls
         single = scheme in SINGLE_PROCESS
@@ -155,6 +190,7 @@ class ControlPanel:
         self._build_widget(single)
         self._update_visibility()
         self._check_inputs()
+        self._note_cores()
 
     def _build_common_controls(self, workers: int | None, batch_size: int | None, budget_s: float | None,
                                seed: int, max_workers: int | None, single: bool) -> None:
@@ -176,23 +212,31 @@ class ControlPanel:
         self.budget_s = text_box(self._text_specs["budget_s"], secs, "90px")
         self.seed = text_box(fields["seed"], seed, "90px")
         self.network = dropdown(["mlp", "cnn", "ntuple"], self.config.network, "100px")
+        presets = ([GIVEN] if self._given else []) + list(PANEL_PRESETS)
+        self.preset = dropdown(presets, GIVEN if self._given else default_preset(self.scheme), "130px")
         #: The label of each control (its name in words, with its unit) and what is shown of it (the
         #: control beside its label).
-        self.labels: dict[str, str] = {"workers": "workers", "batch_size": "batch size", "budget_s": "budget (s)",
+        self.labels: dict[str, str] = {"preset": "learner", "workers": "workers", "batch_size": "batch size", "budget_s": "budget (s)",
                                        "seed": "seed", "network": "network", "afterstate": "afterstates",
                                        "augment_symmetry": "symmetry augmentation"}
-        docs = {"workers": f"Worker processes (threads where the scheme runs threads); {cores} CPU cores here.",
-                "batch_size": fields["batch_size"].doc, "seed": fields["seed"].doc,
+        docs = {"preset": "The learner each run trains: " + "; ".join(
+                    f"{name}, {words}" for name, words in PRESET_WORDS.items())
+                    + (f"; {GIVEN}, the settings given to the panel" if self._given else "") + ".",
+                "workers": f"Worker processes (threads where the scheme runs threads); {cores} CPU cores here.",
+                "batch_size": fields["batch_size"].tooltip, "seed": fields["seed"].tooltip,
                 "budget_s": "Wall-clock seconds the run may take, from its start (after the panel has compiled "
                             "the core and started the workers).",
-                "network": fields["network"].doc + " Each run starts from that family's preset."}
+                "network": fields["network"].tooltip + " Each run starts from that family's preset."}
         self._shown_as: dict[str, W.Widget] = {
             name: labelled(getattr(self, name), self.labels[name], doc) for name, doc in docs.items()}
         self.afterstate, self._shown_as["afterstate"] = checkbox(
-            self.labels["afterstate"], fields["afterstate"].doc, self.config.afterstate)
+            self.labels["afterstate"], fields["afterstate"].tooltip, self.config.afterstate)
         self.augment_symmetry, self._shown_as["augment_symmetry"] = checkbox(
-            self.labels["augment_symmetry"], fields["augment_symmetry"].doc, self.config.augment_symmetry)
+            self.labels["augment_symmetry"], fields["augment_symmetry"].tooltip, self.config.augment_symmetry)
         self.check = W.HTML(layout=W.Layout(display="none"))
+        self.note = W.HTML(layout=W.Layout(display="none"))
+        self.workers.observe(lambda _change: self._note_cores(), names="value")
+        self._shown_as["preset"].layout.display = "none" if self._network_controls else None
         self.network.observe(lambda _change: self._update_visibility(), names="value")
         self._shown_as["workers"].layout.display = "none" if single else None
 
@@ -219,20 +263,22 @@ class ControlPanel:
         self.run_button = W.Button(description="Run", button_style="success", icon="play",
                                    tooltip="Train with these settings (in the background).")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
-                                    tooltip="End the run at its next report, keeping what was gathered.")
+                                    tooltip=_STOP_TIP)
         self.run_button.on_click(self._on_run)
         self.stop_button.on_click(self._on_stop)
         self.status = W.HTML(value=IDLE_TEXT)
         self.figure = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
         title = W.HTML(f"<b>{html.escape(self.scheme)}</b> &mdash; {html.escape(first_line(self.scheme))}")
         row = W.Layout(flex_flow="row wrap", align_items="center")
-        common = W.HBox([self._shown_as[n] for n in ("workers", "batch_size", "budget_s", "seed")], layout=row)
+        common = W.HBox([self._shown_as[n] for n in ("preset", "workers", "batch_size", "budget_s", "seed")],
+                        layout=row)
         network_row = W.HBox([self._shown_as[n] for n in ("network", "afterstate", "augment_symmetry")],
                              layout=W.Layout(flex_flow="row wrap", align_items="center",
                                              display=None if self._network_controls else "none"))
         scheme_row = W.HBox([self._shown_as[name] for name in self.options] + [per_worker_box], layout=row)
         buttons = W.HBox([self.run_button, self.stop_button])
-        self.widget = W.VBox([title, network_row, common, scheme_row, self.check, buttons, self.status, self.figure])
+        self.widget = W.VBox([title, network_row, common, scheme_row, self.check, self.note, buttons, self.status,
+                              self.figure])
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -252,6 +298,16 @@ class ControlPanel:
             applies = self._specs[name]["spec"].applies
             self._shown_as[name].layout.display = None if applies is None or applies.holds(values) else "none"
         self._check_inputs()
+
+    def _note_cores(self) -> None:
+        """Say under the controls when the workers outnumber the machine's cores."""
+        cores = os.cpu_count() or 1
+        workers = int(self.workers.value)
+        many = workers > cores and self.scheme not in SINGLE_PROCESS
+        self.note.value = (f'<span style="color:#a60">&#9888; {workers} workers on {cores} CPU cores: they take turns '
+                           f'on the cores, so each runs slower and the speeds measured are those of a crowded '
+                           f'machine, not of {workers} workers</span>' if many else "")
+        self.note.layout.display = None if many else "none"
 
     def _applies(self, name: str) -> bool:
         """Whether control ``name`` is shown (a hidden option does not apply to the settings chosen)."""
@@ -297,6 +353,8 @@ class ControlPanel:
         if self._network_controls:
             values.update(network=self.network.value, afterstate=bool(self.afterstate.value),
                           augment_symmetry=bool(self.augment_symmetry.value) and self.network.value != "ntuple")
+        else:
+            values["preset"] = self.preset.value
         return {"workers": int(self.workers.value), "batch_size": int(self.batch_size.value),
                 "budget_s": float(self._read("budget_s")), "seed": int(self._read("seed")), **values}
 
@@ -332,6 +390,8 @@ class ControlPanel:
                   "seed": self.seed}
         if self._network_controls:
             common.update(network=self.network, afterstate=self.afterstate, augment_symmetry=self.augment_symmetry)
+        else:
+            common["preset"] = self.preset
         return {**common, **self.options}
 
     def _config(self, s: dict[str, Any]) -> TrainConfig:
@@ -340,6 +400,8 @@ class ControlPanel:
             from ..experiments.learning import learning_config
 
             base = learning_config(s["network"], s["afterstate"], s["augment_symmetry"])
+        elif s.get("preset", GIVEN) != GIVEN:
+            base = panel_config(s["preset"])
         return base.replace(batch_size=s["batch_size"], seed=s["seed"], max_seconds=s["budget_s"],
                             total_env_steps=None)
 
@@ -379,12 +441,26 @@ class ControlPanel:
         return None
 
     def stop(self) -> None:
-        """Ask the run to end (at its next report, within about a second); keeps its data."""
+        """Ask the run to end (at its next report, within about a second); keeps its data. A panel whose Run
+        was refused because another panel's run goes on stops that run."""
         if self.running:
             self._stop.set()
             self.stop_button.disabled = True
             self._announce("stopping: the run ends at its next report, its workers finish and it keeps what "
                            "was gathered")
+        elif self._blocker is not None:
+            blocker, self._blocker = self._blocker, None
+            self.stop_button.disabled, self.stop_button.tooltip = True, _STOP_TIP
+            blocker.stop()
+            self._set_status(f"stopping the run of the other panel ({blocker.scheme})&hellip;", colour="#a60")
+
+            def said_when_ended() -> None:
+                blocker.wait()
+                if not self.running:
+                    self._set_status(f"the other panel's run ({blocker.scheme}) has ended: click Run",
+                                     colour="#06c")
+
+            threading.Thread(target=said_when_ended, name="dqnlab-panel-unblock", daemon=True).start()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the run to end; returns whether it has. Ctrl-C stops the run, then waits."""
@@ -422,19 +498,24 @@ class ControlPanel:
             self._refused = True
             return False
         workers = s.pop("workers")
-        for key in ("batch_size", "budget_s", "seed", "network", "afterstate", "augment_symmetry"):
+        for key in ("batch_size", "budget_s", "seed", "preset", "network", "afterstate", "augment_symmetry"):
             s.pop(key, None)  # in the config; the rest are the scheme's options
         with _ACTIVE_LOCK:
             if _ACTIVE is not None and _ACTIVE.running:
-                self._fail(f"another panel ({_ACTIVE.scheme}) is running: stop it first "
-                           "(two runs at once would share the CPU and measure each other)")
+                self._fail(f"another panel ({_ACTIVE.scheme}) is running: click Stop here to end its run, then "
+                           "Run (two runs at once would share the CPU and measure each other)")
+                self._blocker = _ACTIVE
+                self.stop_button.disabled = False
+                self.stop_button.tooltip = f"End the run of the other panel ({_ACTIVE.scheme})."
                 return False
             _ACTIVE = self
+            self._blocker = None
             self._stop.clear()
             self._done.clear()
         self.error = None
         self._settings = {"workers": workers, **s}
         self._last_draw = -math.inf
+        self._report = None
         self._clear_figure()
         self._enable(False)
         self._announce(f"starting {self.scheme} x{workers}")
@@ -452,9 +533,20 @@ class ControlPanel:
         from ..runtime import learner
         from ..runtime.native import native_reason
 
+        t0 = time.perf_counter()
+        if not self.baselines:
+            self._announce("measuring the reference players for the score plot (random play, the corner rule)")
+            from .baselines import reference_scores
+
+            scores = reference_scores()
+            with self._draw_lock:
+                self.baselines = scores
+                self._live.set_baselines(scores)
         pool = workers if workers > 1 and not options.get("threads") else 0
         native = native_reason(config) is None and not learner.warmed()
-        return warm_up(pool, native=native, report=self._announce) if pool or native else 0.0
+        if pool or native:
+            warm_up(pool, native=native, report=self._announce)
+        return time.perf_counter() - t0
 
     def _work(self, config: TrainConfig, workers: int, options: dict[str, Any]) -> None:
         from ..schemes import train
@@ -471,7 +563,8 @@ class ControlPanel:
             self.error = f"{type(e).__name__}: {e}"
             self._log_traceback()
         finally:
-            self._phase = None
+            with self._tick_lock:  # no tick writes a progress line over the summary below
+                self._phase, self._report = None, None
             try:
                 if result is not None:
                     self.result = result
@@ -488,6 +581,12 @@ class ControlPanel:
             finally:
                 self._enable(True)
                 self._done.set()
+                for hook in list(self._on_end):
+                    try:
+                        hook(self)
+                    except Exception as e:  # noqa: BLE001 - a hook must not hide the run's result
+                        self._set_status(f"after the run: {html.escape(f'{type(e).__name__}: {e}')}",
+                                         colour="#a00", keep=True)
 
     def _announce(self, text: str) -> None:
         """Say what the run is doing now (its start-up steps, stopping); the status line counts the
@@ -496,14 +595,31 @@ class ControlPanel:
         self._show_phase()
 
     def _show_phase(self) -> None:
-        phase = self._phase
-        if phase is not None:
-            self._set_status(f"{html.escape(phase[0])}&hellip; {_clock() - phase[1]:.0f} s", colour="#06c")
+        with self._tick_lock:
+            phase = self._phase
+            if phase is not None:
+                self._set_status(f"{html.escape(phase[0])}&hellip; {_clock() - phase[1]:.0f} s", colour="#06c")
 
     def _tick(self) -> None:
-        """Twice a second while the run goes on: the seconds of the step it is in (see :meth:`_announce`)."""
+        """Twice a second while the run goes on: the seconds of the step it is in (see :meth:`_announce`), then
+        the run's progress with its seconds counted on between reports (a slow report never freezes the line)."""
         while not self._done.wait(0.5):
-            self._show_phase()
+            if self._phase is not None:
+                self._show_phase()
+            else:
+                self._show_progress()
+
+    def _show_progress(self) -> None:
+        """The progress line of the last report, its seconds counted on to now (and, when no report has come
+        for :data:`_QUIET_S` seconds, how long ago the last one came)."""
+        with self._tick_lock:
+            report = self._report
+            if report is None or self._phase is not None:
+                return
+            snapshot, at = report
+            since = max(0.0, _clock() - at)
+            self._set_status(progress_text(self.scheme, snapshot, since_report_s=since, quiet_s=_QUIET_S),
+                             colour="#06c")
 
     def _callback(self, snapshot: RunResult) -> bool:
         """The run's callback (training thread, about once a second): redraw when
@@ -513,10 +629,11 @@ class ControlPanel:
         if self._stop.is_set():
             return True
         self._phase = None  # the run reports: its progress line takes over from the start-up steps
+        self._report = (snapshot, _clock())
         wait = max(self.redraw_every_s - _REPORT_SLACK_S, 5 * self._draw_cost)
         if _clock() - self._last_draw >= wait:
             self._redraw(snapshot)
-            self._set_status(progress_text(self.scheme, snapshot), colour="#06c")
+            self._show_progress()
         return self._stop.is_set()
 
     # ------------------------------------------------------------------ drawing

@@ -12,14 +12,24 @@ import ipywidgets as W
 from ..config import TrainConfig
 from ..runtime.results import RunResult
 from .controls import dropdown, labelled
-from .run_panel import SINGLE_PROCESS, ControlPanel
+from .presets import default_preset
+from .run_panel import SINGLE_PROCESS, ControlPanel, active_panel
+from .status import ranking_text
 
 __all__ = ["SchemePanel"]
+
+#: Games of each run whose scores the comparison draws (the last ones).
+RECENT = 20
 
 
 class SchemePanel:
     """A scheme dropdown above that scheme's :class:`ControlPanel`, and a comparison of
     the last run of each scheme; build it with :func:`scheme_panel`.
+
+    While a run goes on, its panel stays in view: choosing another scheme then is refused (the
+    dropdown goes back to the running scheme, and the line beside Compare says to Stop it first),
+    and a scheme panel built while a run of one of its schemes goes on (its cell run again) shows
+    that running panel, with its Stop button.
 
     Attributes
     ----------
@@ -49,7 +59,13 @@ class SchemePanel:
                                        tooltip="Speed and time split of the last run of each scheme.")
         self.message = W.HTML()
         self.comparison = W.Image(format="png", layout=W.Layout(width="100%", max_width="900px", display="none"))
-        self._holder = W.VBox([self._panel(names[0]).widget])
+        running = active_panel()
+        first = names[0]
+        if running is not None and running.scheme in names and not running._network_controls:
+            self.panels[running.scheme] = running  # the cell ran again while its run goes on: show that panel
+            running._on_end.append(self._run_ended)
+            first = self.scheme.value = running.scheme
+        self._holder = W.VBox([self._panel(first).widget])
         self.scheme.observe(self._on_scheme, names="value")
         self.compare_button.on_click(self._on_compare)
         self.widget = W.VBox([labelled(self.scheme, "scheme", "The parallel scheme; each keeps its own panel and "
@@ -63,7 +79,14 @@ class SchemePanel:
     def _panel(self, name: str) -> ControlPanel:
         if name not in self.panels:
             self.panels[name] = ControlPanel(name, self._config, **self._kwargs)
+            self.panels[name]._on_end.append(self._run_ended)
         return self.panels[name]
+
+    def _run_ended(self, _panel: ControlPanel) -> None:
+        """A panel's run has ended: a line beside Compare that no longer holds gives way to what can be done."""
+        n, said = len(self.last_runs()), self.message.value
+        if "no run yet" in said or "Stop it before" in said:
+            self.message.value = f"{n} scheme(s) with a run to compare: click Compare last runs" if n else ""
 
     @property
     def panel(self) -> ControlPanel:
@@ -75,10 +98,18 @@ class SchemePanel:
         batch size, and workers where both run several)."""
         try:
             before = self.panels.get(change["old"]) if change else None
+            if before is not None and before.running:  # its run and Stop button stay in view
+                self.scheme.value = before.scheme
+                self.message.value = (f'<span style="color:#a60">{html.escape(before.scheme)} is running: Stop it '
+                                      "before switching scheme</span>")
+                return
             panel = self.panel
             if before is not None and not panel.running:
                 common = {"budget_s": before.budget_s.value, "seed": before.seed.value,
                           "batch_size": before.batch_size.value}
+                chosen = before.preset.value  # a learner chosen goes along; each scheme's own default does not
+                if chosen != default_preset(before.scheme) and chosen in panel.preset.options:
+                    common["preset"] = chosen
                 if SINGLE_PROCESS.isdisjoint({before.scheme, panel.scheme}):
                     common["workers"] = before.workers.value
                 panel.set(**common)
@@ -105,18 +136,27 @@ class SchemePanel:
             from matplotlib.figure import Figure
 
             from ..plots import plot_bars, plot_time_split
+            from .baselines import reference_scores
 
             labels = [f"{r.scheme} x{r.workers}" for r in runs]
-            fig = Figure(figsize=(11, 3.2), dpi=80, layout="constrained")  # shown at 900 px: text stays legible
-            axes = fig.subplots(1, 3)
+            fig = Figure(figsize=(14, 3.2), dpi=80, layout="constrained")  # shown at 900 px: text stays legible
+            axes = fig.subplots(1, 4)
             plot_bars([r.env_steps_per_s for r in runs], labels, axes[0], "env steps / s", "acting throughput")
             plot_bars([r.updates_per_s for r in runs], labels, axes[1], "updates / s", "learning throughput",
                       fmt="{:,.1f}")
-            plot_time_split(runs, axes[2], labels)
+            recent = {label: r.episodes["score"].tail(RECENT).to_numpy(float) if len(r.episodes) else []
+                      for label, r in zip(labels, runs)}
+            plot_bars([float(v.mean()) if len(v) else float("nan") for v in recent.values()], labels, axes[2],
+                      f"score (mean of last {RECENT} games)", "score")
+            for name, score in reference_scores().items():
+                axes[2].axhline(score, color="0.45", ls=":", lw=1.2)
+                axes[2].annotate(f"{name} {score:,.0f}", (1.0, score), xycoords=("axes fraction", "data"),
+                                 ha="right", va="bottom", fontsize="x-small", color="0.35")
+            plot_time_split(runs, axes[3], labels)
             buf = io.BytesIO()
             fig.savefig(buf, format="png")
             self.comparison.value = buf.getvalue()
             self.comparison.layout.display = None
-            self.message.value = f"compared {len(runs)} run(s)"
+            self.message.value = f"compared {len(runs)} run(s); {ranking_text(recent, 'recent score')}"
         except Exception as e:  # noqa: BLE001
             self.message.value = f'<span style="color:#a00">{html.escape(f"{type(e).__name__}: {e}")}</span>'

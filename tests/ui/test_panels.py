@@ -170,7 +170,8 @@ def test_a_second_run_while_one_goes_on_is_refused_in_the_panel(config):
     try:
         panel._on_run()  # e.g. run() from code while the button is disabled
         assert "already" in panel.status.value
-        other = panels.control_panel("serial", config)
+        assert panels.control_panel("serial", config) is panel  # the cell run again: the running panel
+        other = run_panel.ControlPanel("serial", config)
         other.run_button.click()
         assert not other.running and "another panel" in (other.error or "")
     finally:
@@ -246,15 +247,15 @@ def test_every_control_has_its_declarations_doc_as_tooltip(config):
 
     docs = specs(TrainConfig)
     panel = panels.learning_panel("actors", budget_s=1)
-    assert panel.seed.tooltip == docs["seed"].doc and panel.batch_size.tooltip == docs["batch_size"].doc
-    assert panel.network.tooltip.startswith(docs["network"].doc)
-    assert panel.afterstate.tooltip == docs["afterstate"].doc and panel.afterstate.description == ""
+    assert panel.seed.tooltip == docs["seed"].tooltip and panel.batch_size.tooltip == docs["batch_size"].tooltip
+    assert panel.network.tooltip.startswith(docs["network"].tooltip)
+    assert panel.afterstate.tooltip == docs["afterstate"].tooltip and panel.afterstate.description == ""
     for name, w in {**panel._controls(), "per_worker": panel.per_worker}.items():
         assert w.tooltip and w.tooltip != getattr(w, "description", None), name  # never the label again, never null
         label = next(c for c in _shown(panel, name).children if isinstance(c, ipywidgets.HTML))  # the label beside
         assert w.description == "" and f'title="{html.escape(w.tooltip)}"' in label.value, name  # carries it too
     for name, spec in panels.scheme_options("actors").items():
-        assert panel.options[name].tooltip == spec["doc"]
+        assert panel.options[name].tooltip == spec["spec"].tooltip  # the doc, in plain words where it names code
 
 
 def test_switching_scheme_keeps_the_common_settings(config):
@@ -396,6 +397,8 @@ def test_live_figure_scales_speed_to_the_steady_rate_and_marks_the_warm_up():
     assert 100 <= live.ax_updates.get_ylim()[1] < 200
     assert live.ax_speed.get_legend() is None  # the axis labels say which line is which: nothing covers the lines
     assert live.ax_speed.get_ylabel() == "env steps / s (solid)" and live.ax_updates.get_ylabel() == "updates / s (dashed)"
+    assert "3,250 env steps/s, 75.0 updates/s over the run" in live.ax_speed.get_title()  # it has ended
+    live.update(dataclasses.replace(synthetic_run(), status="running"))  # a snapshot: the rate now
     assert "1,000 env steps/s, 100.0 updates/s now" in live.ax_speed.get_title()
 
 
