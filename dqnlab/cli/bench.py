@@ -193,10 +193,12 @@ def _cmd_bench_learning(args: argparse.Namespace) -> int:
 
 def _read_results(path: Path, flag: str) -> dict[str, Any]:
     """A results file of ``bench learning`` (``flag`` names where it was given, for the error)."""
+    from ..runtime.files import read_file
+
     try:
-        res = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{flag} {path}: not a results file of bench learning ({e})") from None
+        res = read_file(path, "results file of bench learning")
+    except ValueError as e:
+        raise ValueError(f"{flag} {e}") from None
     if not isinstance(res, dict) or not {"minutes", "games", "rows", "machine"} <= set(res):
         raise ValueError(f"{flag} {path}: not a results file of bench learning")
     return res

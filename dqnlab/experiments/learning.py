@@ -6,7 +6,6 @@ checkpoint."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from ..bench.learning import learning_figure as draw_learning_curves
 from ..bench.learning import sittings as compare_sittings
 from ..bench.report import machine_info
 from ..config import TrainConfig, family_preset
+from ..runtime.files import read_file
 from .budgets import Budget, chosen
 from .trials import RunsProgress, new_figure
 
@@ -294,7 +294,7 @@ def scheme_learning(scheme: str | None = None, results: str | Path = SCHEME_RESU
     Raises
     ------
     ValueError
-        For a name that is not a scheme.
+        For a name that is not a scheme, or a results file that cannot be read (one line naming it).
     FileNotFoundError
         If ``results`` does not exist (an installed package has no ``docs/``), naming the command that
         makes it.
@@ -308,7 +308,7 @@ def scheme_learning(scheme: str | None = None, results: str | Path = SCHEME_RESU
         raise FileNotFoundError(f"no results file {path}: a source checkout has it in docs/; or make one with "
                                 f"python -m dqnlab bench learning --presets default --schemes serial,{scheme or 'shared'} "
                                 f"--workers 2 --seeds 1,2 --results {path.name}")
-    res = json.loads(path.read_text())
+    res = read_file(path, "results file of bench learning")
     rows = [r for r in res["rows"] if scheme is None or r["scheme"] in (scheme, "serial")]
     return {**res, "rows": rows, "time_to_player": time_to_player(rows),
             "measured": scheme is None or any(r["scheme"] == scheme for r in rows)}
@@ -324,10 +324,10 @@ def sittings(results: Sequence[str | Path] = SITTINGS) -> pd.DataFrame:
     FileNotFoundError
         If a file does not exist (an installed package has no ``docs/``).
     ValueError
-        If the files hold different budgets or numbers of games.
+        If a file cannot be read (one line naming it), or the files hold different budgets or numbers of games.
     """
     paths = [Path(p) for p in results]
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no results file {path}: a source checkout has it in docs/")
-    return compare_sittings([(path.stem, json.loads(path.read_text())) for path in paths])
+    return compare_sittings([(path.stem, read_file(path, "results file of bench learning")) for path in paths])
