@@ -83,11 +83,13 @@ def _settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
 
 def _report(run: RunResult, args: argparse.Namespace, out: Path) -> None:
     """Save the run's figure into ``out`` and print what it did: speed, time split, lag and replay, games,
-    the greedy games of ``--eval-games`` and where its files are."""
+    the greedy games of ``--eval-games`` and where its files are. An interrupted run skips the figure and the
+    games: its prompt comes back at once."""
     from ..evaluation import evaluate
 
-    fig = run.plot()  # (train() wrote the result files to its run directory, OUT)
-    fig.savefig(out / "run.png", dpi=100)
+    interrupted = run.status == "interrupted"  # (someone waits for Ctrl-C to end the run: nothing optional)
+    if not interrupted:
+        run.plot().savefig(out / "run.png", dpi=100)  # (train() wrote the result files to its run directory, OUT)
     s = run.summary()
     split = ", ".join(f"{k} {v:.1f} s" for k, v in s["time_split"].items())
     print(f"\n{run.scheme} x{run.workers} [{run.status}]: {s['env_steps']:,} env steps, {s['updates']:,} updates, "
@@ -113,8 +115,9 @@ def _report(run: RunResult, args: argparse.Namespace, out: Path) -> None:
     if s["episodes"]:
         print(f"training games: mean score {s['score_mean']:,.0f}, last 100 {s['score_mean_last100']:,.0f}, "
               f"best {s['score_max']:,}, largest tile {s['max_tile_max']:,}")
-    if args.eval_games and run.status == "interrupted":
-        print("interrupted: skipping the greedy evaluation (python -m dqnlab evaluate DIR plays it later)")
+    if interrupted:
+        print(f"interrupted: skipping the figure and the greedy evaluation (dqnlab.RunResult.load({str(out)!r})"
+              f".plot() draws it; python -m dqnlab evaluate {out} plays them)")
     elif args.eval_games:
         seed = run.config.seed
         ev = evaluate(run, games=args.eval_games, seed=seed + 1).summary()
@@ -122,11 +125,12 @@ def _report(run: RunResult, args: argparse.Namespace, out: Path) -> None:
         tiles = ", ".join(f"{t}: {c}" for t, c in ev["max_tile_counts"].items())
         print(f"greedy play, {ev['games']} games: mean score {ev['score_mean']:,.0f} "
               f"(random play {ref['score_mean']:,.0f}); largest tiles {{{tiles}}}")
+    files = "summary.json, episodes.csv, history.csv, model.pt" + ("" if interrupted else ", run.png")
     if (out / "checkpoint.pt").is_file():
-        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, model.pt, "
-              f"run.png); continue it with python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
+        print(f"saved to {out}/ (checkpoint.pt, {files}); continue it with python -m dqnlab train --resume {out} "
+              f"[--env-steps N | --minutes M]")
     else:
-        print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, model.pt, run.png)")
+        print(f"saved to {out}/ ({files})")
     if not args.no_tensorboard:
         tensorboard = Path(sys.executable).parent / "tensorboard"  # the one installed beside this Python
         print(f"curves in TensorBoard: {tensorboard if tensorboard.exists() else 'tensorboard'} --logdir {out}")
