@@ -103,14 +103,16 @@ class _Run:
         return self.err_file.read_text()
 
 
-def _every_worker_started(summary: Path, workers: int = 2) -> bool:
+def _every_worker_started(summary: Path, workers: int = 2, learning: bool = False) -> bool:
     """Whether the run's summary shows every worker's task running: a worker's process named (its task said
     hello), or its learning time counted (``sharded``'s ranks, which report no pid); a run without workers:
-    whether it has made env steps."""
+    whether it has made env steps. ``learning``: and whether it has made updates."""
     try:
         s = json.loads(summary.read_text())
         per_worker = s["extra"].get("per_worker", [])
     except (OSError, ValueError, KeyError):  # not written yet, or being rewritten
+        return False
+    if learning and s["updates"] == 0:
         return False
     if workers == 1:
         return s["env_steps"] > 0
@@ -135,10 +137,11 @@ def test_ctrl_c_stops_a_run_within_seconds_keeping_its_data_and_no_process(tmp_p
     shown[shown.index("--workers") + 1] = str(workers)
     run = _Run(tmp_path, *shown, "--scheme", scheme, "--out", str(out))
     try:
-        # the checkpoint is written just before summary.json: wait for both, and for every worker's task to have
-        # said hello: a run under way, with games to keep (Ctrl-C in its first seconds: the test after this one)
-        _wait_for(lambda: (out / "checkpoint.pt").exists() and _every_worker_started(out / "summary.json", workers),
-                  120, run.proc)
+        # the checkpoint is written just before summary.json: wait for both, for every worker's task to have said
+        # hello and for learning to have started: a run under way, with games to keep, as 40 s into a run
+        # (Ctrl-C in its first seconds: the test after this one)
+        _wait_for(lambda: (out / "checkpoint.pt").exists() and _every_worker_started(out / "summary.json", workers,
+                                                                                      learning=True), 120, run.proc)
         games_before = json.loads((out / "summary.json").read_text())["episodes"]
         os.killpg(run.proc.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the whole process group
         code, waited = run.finish(60)
