@@ -1,6 +1,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 from PIL import Image
 
 import dqnlab
-from dqnlab import evaluate, play
+from dqnlab import evaluate, load_player, play
 from dqnlab.cli import main
 from dqnlab.runtime.checkpoint import load_checkpoint
 from dqnlab.runtime.results import TIME_SPLIT_KEYS
@@ -346,11 +347,11 @@ def test_bench_learning_results_record_must_be_one_and_of_the_same_budget(tmp_pa
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     assert main(["bench", "learning", "--results", str(bad)]) == 2
-    assert "bad.json: not a results record" in capsys.readouterr().err
+    assert "bad.json' is not a results record" in capsys.readouterr().err
     torn = tmp_path / "torn.json"
     torn.write_text('{"kind": "learning", "mea')
     assert main(["bench", "learning", "--results", str(torn)]) == 2
-    assert "torn.json: not a readable results record" in capsys.readouterr().err
+    assert "torn.json' is not a readable results record" in capsys.readouterr().err
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"kind": "learning", "measures": "m", "minutes": 3, "games": 1000, "rows": [],
                                  "time_to_player": [], "machine": {}}))
@@ -640,3 +641,58 @@ def test_start_up_that_took_a_tenth_of_the_budget_is_said(tmp_path, capsys):
         assert code == 0 and run.start_up_s() > 0
         assert ("s of the 3 s budget went by before the first report of an env step" in captured.out) == \
             (run.start_up_s() > 0.3)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """A run directory with every file a run writes (checkpoint.pt, summary.json, episodes.csv, history.csv,
+    model.pt, run.png, tb/)."""
+    out = tmp_path_factory.mktemp("full") / "run"
+    assert main(["train", "--preset", "mlp", "--env-steps", "1200", "--n-envs", "8", "--batch-size", "32",
+                 "--eval-games", "0", "--no-progress", "--out", str(out)]) == 0
+    return out
+
+
+def _contents(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("name", ["model.pt", "summary.json", "episodes.csv", "history.csv", "checkpoint.pt"])
+def test_a_run_file_cut_short_is_one_line_naming_it_and_changes_nothing(full_run, tmp_path, name, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(full_run, run)
+    torn = run / name
+    os.truncate(torn, torn.stat().st_size // 2)  # a disk that filled, a copy interrupted
+    before = _contents(run)
+    if name == "checkpoint.pt":
+        commands = [["train", "--resume", str(run), "--env-steps", "100", "--no-progress"]]
+    else:
+        commands = [["evaluate", str(run), "--games", "2"], ["play", str(run)]]
+        with pytest.raises(ValueError, match=re.escape(f"{str(torn)!r} is not a readable")):
+            load_player(run)
+    if name == "summary.json":
+        commands.append(["train", "--config", str(run), "--out", str(tmp_path / "other")])
+    capsys.readouterr()
+    for argv in commands:
+        code, err = _main(argv, capsys)
+        assert code == 2, argv
+        (line,) = err.strip().splitlines()
+        assert line.startswith("dqnlab: error: ") and f"{str(torn)!r} is not a readable" in line, argv
+    assert _contents(run) == before
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_results_file_cut_short_is_one_line_naming_it(tmp_path, capsys):
+    from dqnlab import experiments as ex
+    from dqnlab.bench.report import machine_info
+
+    torn = tmp_path / "results.json"
+    torn.write_text(json.dumps({"kind": "learning", "measures": "m", "machine": machine_info(), "minutes": 2.0,
+                                "games": 1000, "rows": [], "time_to_player": []}, indent=1))
+    os.truncate(torn, torn.stat().st_size // 2)
+    code, err = _main(["bench", "learning", "--redraw", "--results", str(torn)], capsys)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert f"{str(torn)!r} is not a readable results record (JSONDecodeError" in line
+    with pytest.raises(ValueError, match=re.escape(f"{str(torn)!r} is not a readable results record")):
+        ex.scheme_learning(None, torn)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..runtime.files import atomic_write, read_file
 from .report import machine_info, md_table
 
 __all__ = ["KINDS", "commit", "stamp", "load", "save", "names", "markdown", "provenance", "readme_blocks",
@@ -71,19 +72,16 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
         If there is no such file.
     ValueError
         If the file is not a record of this store (unreadable, cut short, or missing its ``kind``'s keys),
-        naming the file.
+        in one line naming the file (:func:`dqnlab.runtime.files.read_file`).
     """
     path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no results record {path}") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{path}: not a readable results record ({e})") from None
+    if not path.is_file():
+        raise FileNotFoundError(f"no results record {path}")
+    record = read_file(path, "results record")
     kind = record.get("kind") if isinstance(record, dict) else None
     missing = [k for k in ("measures", "machine", *KINDS.get(kind, ())) if k not in record] if kind in KINDS else None
     if missing is None or missing:
-        raise ValueError(f"{path}: not a results record (kind must be one of {sorted(KINDS)}"
+        raise ValueError(f"{str(path)!r} is not a results record (kind must be one of {sorted(KINDS)}"
                          + (f"; missing {', '.join(missing)})" if missing else ")"))
     return record
 
@@ -92,9 +90,7 @@ def save(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
     """Write ``record`` to ``path`` as indented JSON, whole or not at all (a temporary file renamed over it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: f.write((json.dumps(record, indent=1) + "\n").encode()))
 
 
 def names(store: str | os.PathLike) -> list[str]:

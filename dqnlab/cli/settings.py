@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,22 +31,19 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         For a missing or unreadable file, another suffix, an unknown key, or ``config``
         or ``options`` that are not tables.
     """
+    from ..runtime.files import read_file
+
     p = Path(path)
     if p.is_dir():
         p = p / "summary.json"
     if not p.is_file():
         raise ValueError(f"--config: no file {str(p)!r}")
+    if p.suffix not in (".toml", ".json"):
+        raise ValueError(f"--config {str(p)!r}: expected a .toml or .json file, or a run directory")
     try:
-        if p.suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(p.read_text())
-        elif p.suffix == ".json":
-            data = json.loads(p.read_text())
-        else:
-            raise ValueError("expected a .toml or .json file, or a run directory")
-    except ValueError as e:  # tomllib.TOMLDecodeError and json.JSONDecodeError are ValueErrors
-        raise ValueError(f"--config {str(p)!r}: {e}") from None
+        data = read_file(p, "config file")
+    except ValueError as e:
+        raise ValueError(f"--config {e}") from None
     if not isinstance(data, dict):
         raise ValueError(f"--config {str(p)!r}: expected a table of {list(CONFIG_FILE_KEYS)}")
     summary = "env_steps" in data and "status" in data  # a run's summary.json

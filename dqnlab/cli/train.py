@@ -19,7 +19,7 @@ __all__ = ["cmd_train", "RUN_FILES"]
 
 #: What a run writes into its directory (``tb``: a folder), which ``--overwrite`` removes before the run; nothing else
 #: there is touched.
-RUN_FILES = ("checkpoint.pt", "summary.json", "episodes.csv", "history.csv", "model.pt", "weights.npz", "run.png",
+RUN_FILES = ("checkpoint.pt", "summary.json", "episodes.csv", "history.csv", "model.pt", "run.png",
              "error.txt", "worker_error.txt", "tb")
 
 
@@ -100,10 +100,12 @@ def _settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
 
 def _report(run: RunResult, args: argparse.Namespace, out: Path) -> None:
     """Print what the run did (speed, time split, lag and replay, games, the greedy games of ``--eval-games``),
-    save its figure into ``out`` (with the greedy games marked) and say where its files are."""
+    save its figure into ``out`` (with the greedy games marked) and say where its files are. An interrupted run
+    skips the figure and the greedy games: its prompt comes back at once."""
     from ..evaluation import EvalResult, evaluate
     from ..runtime.loop import RECENT_GAMES
 
+    interrupted = run.status == "interrupted"  # (someone waits for Ctrl-C to end the run: nothing optional)
     s = run.summary()
     split = ", ".join(f"{k} {v:.1f} s" for k, v in s["time_split"].items())
     print(f"\n{run.scheme} x{run.workers} [{run.status}]: {s['env_steps']:,} env steps, {s['updates']:,} updates, "
@@ -130,20 +132,23 @@ def _report(run: RunResult, args: argparse.Namespace, out: Path) -> None:
         last = run.episodes.tail(RECENT_GAMES)
         played = EvalResult(*(last[column].to_numpy() for column in ("score", "max_tile", "moves")))
         print(f"training games: {s['episodes']:,}; the last {len(last):,}: {played.describe()}")
-    greedy = None
-    if args.eval_games and run.status == "interrupted":
-        print("interrupted: skipping the greedy evaluation (python -m dqnlab evaluate DIR plays it later)")
-    elif args.eval_games:
-        seed = run.config.seed
-        greedy = evaluate(run, games=args.eval_games, seed=seed + 1, progress=not args.no_progress)
-        random_mean = evaluate("random", games=args.eval_games, seed=seed + 1).scores.mean()
-        print(f"greedy play, {args.eval_games} games: {greedy.describe()} (random play: mean {random_mean:,.0f})")
-    run.plot(greedy=greedy).savefig(out / "run.png", dpi=100)  # (train() wrote the result files to OUT)
-    if (out / "checkpoint.pt").is_file():
-        print(f"saved to {out}/ (checkpoint.pt, summary.json, episodes.csv, history.csv, model.pt, "
-              f"run.png); continue it with python -m dqnlab train --resume {out} [--env-steps N | --minutes M]")
+    if interrupted:
+        print(f"interrupted: skipping the figure and the greedy evaluation (dqnlab.RunResult.load({str(out)!r})"
+              f".plot() draws it; python -m dqnlab evaluate {out} plays them)")
     else:
-        print(f"saved to {out}/ (summary.json, episodes.csv, history.csv, model.pt, run.png)")
+        greedy = None
+        if args.eval_games:
+            seed = run.config.seed
+            greedy = evaluate(run, games=args.eval_games, seed=seed + 1, progress=not args.no_progress)
+            random_mean = evaluate("random", games=args.eval_games, seed=seed + 1).scores.mean()
+            print(f"greedy play, {args.eval_games} games: {greedy.describe()} (random play: mean {random_mean:,.0f})")
+        run.plot(greedy=greedy).savefig(out / "run.png", dpi=100)  # (train() wrote the result files to OUT)
+    files = "summary.json, episodes.csv, history.csv, model.pt" + ("" if interrupted else ", run.png")
+    if (out / "checkpoint.pt").is_file():
+        print(f"saved to {out}/ (checkpoint.pt, {files}); continue it with python -m dqnlab train --resume {out} "
+              f"[--env-steps N | --minutes M]")
+    else:
+        print(f"saved to {out}/ ({files})")
     if not args.no_tensorboard:
         tensorboard = Path(sys.executable).parent / "tensorboard"  # the one installed beside this Python
         print(f"curves in TensorBoard: {tensorboard if tensorboard.exists() else 'tensorboard'} --logdir {out}")

@@ -10,15 +10,18 @@ package imported. Its modules:
 * :mod:`~dqnlab.core.loops`: the acting loop and the learner's loop, a chunk of thousands of env
   steps per call;
 * :mod:`~dqnlab.core.clock`: a clock the kernels read;
-* :mod:`~dqnlab.core.compile`: compiling (once, cached on disk) with a notice while it takes long, and
-  a cache that is emptied when the core's sources change.
+* :mod:`~dqnlab.core.compile`: compiling (once per install, cached on disk) with a notice while it takes
+  long, a cache that is emptied when the core's sources change, and a folder for it where numba finds none.
 
 The kernels are compiled by numba the first time they run and cached on disk (``cache=True``): in the
 package's ``__pycache__`` folders where they are writable, else in numba's per-user cache folder (or
 ``NUMBA_CACHE_DIR``), so a read-only install and every worker process (loky, Dask) load them
-instead of compiling again. They release the GIL (``nogil=True``).
+instead of compiling again; where none of these can be written, in a folder of the system's temporary
+folder, or nowhere (:func:`~dqnlab.core.compile.kernel_cache`, which says so). They release the GIL
+(``nogil=True``).
 """
 
-from .compile import refresh_cache
+from .compile import kernel_cache, refresh_cache
 
+kernel_cache()
 refresh_cache()

@@ -16,7 +16,7 @@ rule as the tables' construction. The bitboard of such a board, as :func:`pack` 
 reads every exponent above 15 as 15 -- exactly what an n-tuple network's features read.
 
 Every kernel is ``numba.njit(nogil=True, cache=True)``: compiled on first use (cached on disk
-for later runs, see :mod:`dqnlab.core`), and free of the GIL, so threads can run them at once.
+for later runs where a folder can be written, see :mod:`dqnlab.core`), and free of the GIL, so threads can run them at once.
 Plain arrays in and out; the checked API is :mod:`dqnlab.game.rules`.
 """
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from .compile import kernel_cache
 
 __all__ = ["MAX_EXPONENT", "P_FOUR", "LINE", "SCORE", "WRAP", "slide_line", "pack", "unpack", "transpose",
            "move_bits", "move_exact", "move_cells", "afterstate", "spawn_cell",
@@ -35,9 +37,9 @@ P_FOUR = 0.1  # probability that a spawned tile is a 4
 _NIBBLE = np.uint64(0xF)
 _WORD = np.uint64(0xFFFF)
 
-kernel = njit(nogil=True, cache=True)
+kernel = njit(nogil=True, cache=kernel_cache())
 #: For the small helpers of the hot loops: inlined into their callers by numba itself.
-inline = njit(nogil=True, cache=True, inline="always")
+inline = njit(nogil=True, cache=kernel_cache(), inline="always")
 
 
 @kernel

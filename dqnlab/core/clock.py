@@ -14,6 +14,8 @@ import time
 import numpy as np
 from numba import njit, types
 
+from .compile import kernel_cache
+
 __all__ = ["now", "clock_buffer", "OFFSET"]
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
@@ -22,7 +24,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     ctypes.windll.kernel32.QueryPerformanceFrequency(ctypes.byref(_freq))
     _TICK = 1.0 / _freq.value
 
-    @njit(nogil=True, cache=True)
+    @njit(nogil=True, cache=kernel_cache())
     def _raw(buf: np.ndarray) -> float:
         _qpc(buf.ctypes.data)
         return buf[0] * _TICK
@@ -32,7 +34,7 @@ else:
     _gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32, types.intp))
     _MONOTONIC = time.CLOCK_MONOTONIC
 
-    @njit(nogil=True, cache=True)
+    @njit(nogil=True, cache=kernel_cache())
     def _raw(buf: np.ndarray) -> float:  # buf: struct timespec, seconds and nanoseconds
         _gettime(_MONOTONIC, buf.ctypes.data)
         return buf[0] + buf[1] * 1e-9
@@ -49,7 +51,7 @@ def clock_buffer() -> np.ndarray:
     return np.zeros(2, np.int64)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=kernel_cache())
 def now(buf: np.ndarray) -> float:
     """Seconds on the clock of :func:`time.perf_counter`, from compiled code; ``buf``: a :func:`clock_buffer`."""
     return _raw(buf) + OFFSET

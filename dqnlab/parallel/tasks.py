@@ -38,8 +38,9 @@ import joblib
 import numpy as np
 import torch
 
+from ..runtime.compact import nonzero_entries
 from ..runtime.errors import TaskFailed
-from ..runtime.loop import RunLoop
+from ..runtime.loop import RunLoop, ctrl_c_pressed
 from ..runtime.progress import Progress
 from .faults import describe
 from .messages import (
@@ -157,7 +158,9 @@ def pack(msg: Any, spill_dir: str | None) -> Any:
     ``multiprocessing.Manager``'s queue then unpickles and pickles it again in the manager, which carries
     every worker's heartbeats. Pickle protocol 5 (PEP 574) writes each array's buffer straight to the file,
     and :func:`unpack` reads it straight into new arrays: no copy in memory, and the GIL free while the
-    bytes move.
+    bytes move. A large, mostly-zero array (a young n-tuple table) goes as its non-zero entries
+    (:func:`~dqnlab.runtime.compact.nonzero_entries`): a learner's state at Ctrl-C is written and read in a
+    fraction of the time its dense bytes take.
     """
     msg = as_arrays(msg)
     if spill_dir is None:
@@ -171,7 +174,7 @@ def pack(msg: Any, spill_dir: str | None) -> Any:
         return msg
     fd, path = tempfile.mkstemp(dir=spill_dir, suffix=".pkl")
     with os.fdopen(fd, "wb") as f:
-        pickle.dump(msg, f, protocol=5)
+        pickle.dump(_rebuilt(msg, _sparse), f, protocol=5)
     return Spilled(path)
 
 
@@ -180,9 +183,33 @@ def unpack(msg: Any) -> Any:
     if isinstance(msg, Spilled):
         path = msg.path
         with open(path, "rb") as f:
-            msg = pickle.load(f)  # (written by a process of this run, in its own folder)
+            msg = _rebuilt(pickle.load(f), _dense)  # (written by a process of this run, in its own folder)
         os.unlink(path)
     return as_tensors(msg)
+
+
+@dataclass(frozen=True)
+class _Sparse:
+    """A large, mostly-zero array of a spilled message, as its non-zero entries (flat indices and values)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    index: np.ndarray
+    values: np.ndarray
+
+
+def _sparse(x: Any) -> Any:
+    if isinstance(x, np.ndarray) and (index := nonzero_entries(x)) is not None:
+        return _Sparse(x.shape, x.dtype, index, np.ascontiguousarray(x).reshape(-1)[index])
+    return x
+
+
+def _dense(x: Any) -> Any:
+    if isinstance(x, _Sparse):
+        out = np.zeros(math.prod(x.shape), x.dtype)
+        out[x.index] = x.values
+        return out.reshape(x.shape)
+    return x
 
 
 # ----------------------------------------------------------------------------- the worker's end
@@ -393,6 +420,9 @@ class TaskGroup(Supervisor):
         self.checkpoint_pending = False
         #: True once the workers have been told to stop (:meth:`stop`).
         self.stopping = False
+        #: True when they were told to stop by Ctrl-C: :meth:`close` then ends the pool's processes, which someone
+        #: would otherwise wait for as the program exits.
+        self.interrupted = False
         #: Checkpoints asked for so far (the id of the last one).
         self.checkpoints = 0
 
@@ -527,7 +557,8 @@ class TaskGroup(Supervisor):
 
     def close(self, grace_s: float = 20.0) -> None:
         """Stop the workers, wait up to ``grace_s`` for them (:data:`LOST_GRACE_S` once a worker is
-        :attr:`lost`), shut the manager down and remove the spill folder.
+        :attr:`lost`), shut the manager down and remove the spill folder; after Ctrl-C (:attr:`interrupted`),
+        end the pool's idle processes.
 
         If local tasks are still running after that (a worker stuck in native code), the loky pool is
         killed, so that the call never hangs; on a cluster the joblib call is left to end when the run's
@@ -539,6 +570,8 @@ class TaskGroup(Supervisor):
             if self.thread.is_alive() and self.manager is not None:
                 _kill_loky_pool()
                 self.thread.join(10.0)
+            elif (self.interrupted or ctrl_c_pressed()) and self.manager is not None:  # (idle: their tasks ended)
+                _kill_loky_pool()
         if getattr(self, "_close_queues", None) is not None:
             self._close_queues()
             self._close_queues = None
@@ -564,10 +597,11 @@ def _manager_started(collecting: bool) -> None:
 
 
 def _kill_loky_pool() -> None:
+    """End the processes of loky's pool (the one joblib runs the tasks in) without waiting for them."""
     try:
         from joblib.externals.loky import get_reusable_executor
 
-        get_reusable_executor().shutdown(wait=False, kill_workers=True)
+        get_reusable_executor(reuse=True).shutdown(wait=False, kill_workers=True)  # (as it is: not remade)
     except Exception:  # noqa: BLE001, S110 - loky is gone already
         pass
 
@@ -784,6 +818,7 @@ class _TaskLoop:
     def stop(self, grace_s: float) -> None:
         """Tell the workers to stop; they have ``grace_s`` seconds to end."""
         self.stop_by, self.stop_grace_s = time.perf_counter() + grace_s, grace_s
+        self.group.interrupted = self.loop.status == "interrupted"
         self.group.stop()
 
     # ------------------------------------------------------------------ the events

@@ -62,7 +62,7 @@ import torch
 from .._version import __version__
 from ..config import TrainConfig
 from .compact import nonzero_entries
-from .results import atomic_write
+from .files import atomic_write, read_file
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "READABLE_VERSIONS", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
            "load_checkpoint", "prepare_resume", "check_checkpoint_every"]
@@ -175,11 +175,7 @@ def load_checkpoint(directory: str | os.PathLike) -> dict[str, Any]:
             raise ValueError(f"resume: {str(d)!r} holds a run without {CHECKPOINT_FILE} (trained without a run "
                              f"directory, or by a scheme that does not checkpoint); it cannot be resumed")
         raise ValueError(f"resume: {str(d)!r} is not a dqnlab run directory (no {CHECKPOINT_FILE})")
-    try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - truncated, not a torch file, or holding objects other than data
-        raise ValueError(f"resume: {str(path)!r} is not a readable dqnlab checkpoint "
-                         f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    raw = read_file(path, "dqnlab checkpoint")
     if not isinstance(raw, dict) or raw.get("format") != _FORMAT:
         raise ValueError(f"resume: {str(path)!r} is not a dqnlab checkpoint")
     if raw.get("version") not in READABLE_VERSIONS:

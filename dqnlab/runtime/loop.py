@@ -27,7 +27,7 @@ from .progress import DIAGNOSTICS, Progress
 from .results import RunResult
 from .tensorboard import TensorBoardLog
 
-__all__ = ["RunLoop", "DIAGNOSTICS", "RECENT_GAMES", "deferred_interrupt", "mean_diagnostics",
+__all__ = ["RunLoop", "DIAGNOSTICS", "RECENT_GAMES", "deferred_interrupt", "ctrl_c_pressed", "mean_diagnostics",
            "replay_ratio", "workers_progress", "recent_score"]
 
 #: Games whose mean score and largest tile the progress bar and the TensorBoard log show.
@@ -312,6 +312,12 @@ class _Sigint:
 
 
 _SIGINT = _Sigint()
+
+
+def ctrl_c_pressed() -> bool:
+    """Whether Ctrl-C was pressed inside the running :func:`deferred_interrupt` block (the run ends because of
+    it)."""
+    return _SIGINT.requested
 
 
 @contextlib.contextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import torch
 
 from ..config import TrainConfig
 from .compact import dense_tensor, saved_tensor
+from .files import atomic_write, read_file
 
 __all__ = ["RunResult", "EPISODE_COLUMNS", "TIME_SPLIT_KEYS", "FORMAT_VERSION", "MODEL_FILE", "episodes_frame"]
 
@@ -198,45 +198,29 @@ class RunResult:
         Raises
         ------
         ValueError
-            If ``directory`` holds no run, or one of another format version.
+            If ``directory`` holds no run, one of another format version, or a file of it cannot be read
+            (cut short, say: :func:`~dqnlab.runtime.files.read_file`; one line naming it).
         """
         d = Path(directory)
         weights_file = d / MODEL_FILE
         if not (d / "summary.json").is_file() or not weights_file.is_file():
             raise ValueError(f"{str(d)!r} is not a dqnlab run directory (no summary.json / {MODEL_FILE})")
-        s = json.loads((d / "summary.json").read_text())
-        if s.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"run {str(d)!r} has format_version {s.get('format_version')!r}; "
+        s = read_file(d / "summary.json", "run summary")
+        if not isinstance(s, dict) or s.get("format_version") != FORMAT_VERSION:
+            version = s.get("format_version") if isinstance(s, dict) else None
+            raise ValueError(f"run {str(d)!r} has format_version {version!r}; "
                              f"this dqnlab reads version {FORMAT_VERSION}")
-        weights = {k: dense_tensor(t).numpy() for k, t in torch.load(weights_file, weights_only=True).items()}
+        weights = read_file(weights_file, "file of the run's weights")
+        if not isinstance(weights, dict):
+            raise ValueError(f"{str(weights_file)!r} is not a file of the run's weights (not a state_dict)")
         return cls(
             scheme=s["scheme"], config=TrainConfig.from_dict(s["config"]), workers=s["workers"],
-            episodes=pd.read_csv(d / "episodes.csv"), env_steps=s["env_steps"], updates=s["updates"],
-            wall_time_s=s["wall_time_s"] or 0.0, time_split=s["time_split"], weights=weights,
-            history=pd.read_csv(d / "history.csv"), status=s["status"], options=s["options"], extra=s["extra"],
+            episodes=read_file(d / "episodes.csv", "table of the run's games"), env_steps=s["env_steps"],
+            updates=s["updates"], wall_time_s=s["wall_time_s"] or 0.0, time_split=s["time_split"],
+            weights={k: dense_tensor(t).numpy() for k, t in weights.items()},
+            history=read_file(d / "history.csv", "run history"), status=s["status"], options=s["options"],
+            extra=s["extra"],
         )
-
-
-def atomic_write(path: Path, write, fsync: bool = False) -> None:
-    """Write a file through ``write(binary_file)`` to a temporary name, then rename it.
-
-    A crash mid-write leaves the previous file intact; the file gets the usual
-    permissions (0666 less the umask). ``fsync`` forces the data to disk before the rename.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _jsonable(x: Any) -> Any:

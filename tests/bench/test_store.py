@@ -29,7 +29,7 @@ def test_a_record_is_saved_whole_and_read_back(tmp_path):
 
 
 @pytest.mark.parametrize("text,match", [
-    ('{"kind": "tables", "meas', "not a readable results record"),
+    ('{"kind": "tables", "meas', r"is not a readable results record \(JSONDecodeError"),
     ("[1]", r"not a results record \(kind must be one of"),
     ('{"kind": "learning", "measures": "m", "machine": {}, "rows": []}', "missing minutes, games, time_to_player"),
 ])

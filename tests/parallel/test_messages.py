@@ -117,6 +117,28 @@ def test_a_large_message_goes_by_a_file_of_the_spill_folder_and_comes_back_whole
     assert not isinstance(tasks.pack(StateReply(0, 1, {"w": big}), None), tasks.Spilled)
 
 
+def test_a_spilled_mostly_zero_table_goes_as_its_non_zero_entries_and_comes_back_bit_exact(tmp_path, monkeypatch):
+    import torch
+
+    from dqnlab.parallel import tasks
+    from dqnlab.parallel.messages import StateReply
+    from dqnlab.runtime.compact import SPARSE_MIN_SIZE
+
+    monkeypatch.setattr(tasks, "SPILL_BYTES", 1000)
+    table = np.zeros((SPARSE_MIN_SIZE // 4, 4), np.float32)  # a young n-tuple table: 4 MB, a few entries set
+    table[[3, 70, 9000], [0, 2, 3]] = [1.5, -0.0, np.float32("nan")]
+    sums = torch.zeros(SPARSE_MIN_SIZE * 4)
+    sums[-1] = 2.0
+    dense = np.arange(SPARSE_MIN_SIZE, dtype=np.float32)  # no zeros: as it is
+    spilled = tasks.pack(StateReply(0, 1, {"table": table, "sums": sums, "dense": dense}), str(tmp_path))
+    assert isinstance(spilled, tasks.Spilled)
+    assert os.path.getsize(spilled.path) < dense.nbytes + table.nbytes // 100  # the two tables: a few bytes each
+    back = tasks.unpack(spilled).state
+    assert back["table"].dtype == np.float32 and back["table"].tobytes() == table.tobytes()  # -0.0 and NaN too
+    assert isinstance(back["sums"], torch.Tensor) and torch.equal(back["sums"], sums)
+    assert np.array_equal(back["dense"], dense)
+
+
 def test_one_order_to_several_workers_is_written_once_and_each_reads_its_own_link(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
