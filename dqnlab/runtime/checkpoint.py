@@ -64,16 +64,14 @@ from ..config import TrainConfig
 from .compact import nonzero_entries
 from .files import atomic_write, read_file
 
-__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "READABLE_VERSIONS", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
            "load_checkpoint", "prepare_resume", "check_checkpoint_every"]
 
 #: Name of the checkpoint file in a run directory.
 CHECKPOINT_FILE = "checkpoint.pt"
-#: Version of the checkpoint format that is written; :func:`load_checkpoint` reads it and
-#: :data:`READABLE_VERSIONS`. Version 2 stores large, mostly-zero arrays by their non-zero entries.
+#: Version of the checkpoint format, the one written and read: large, mostly-zero arrays are stored by their
+#: non-zero entries.
 CHECKPOINT_VERSION = 2
-#: Checkpoint versions this dqnlab reads (1: every array dense).
-READABLE_VERSIONS = (1, 2)
 #: Config fields a resumed run may change: the budget (both count the whole run).
 BUDGET_FIELDS = ("total_env_steps", "max_seconds")
 _FORMAT = "dqnlab-checkpoint"
@@ -178,9 +176,9 @@ def load_checkpoint(directory: str | os.PathLike) -> dict[str, Any]:
     raw = read_file(path, "dqnlab checkpoint")
     if not isinstance(raw, dict) or raw.get("format") != _FORMAT:
         raise ValueError(f"resume: {str(path)!r} is not a dqnlab checkpoint")
-    if raw.get("version") not in READABLE_VERSIONS:
+    if raw.get("version") != CHECKPOINT_VERSION:
         raise ValueError(f"resume: {str(path)!r} has checkpoint format version {raw.get('version')!r}; "
-                         f"this dqnlab reads versions {', '.join(map(str, READABLE_VERSIONS))}")
+                         f"this dqnlab reads version {CHECKPOINT_VERSION}")
     return _decode(raw)
 
 
@@ -222,9 +220,6 @@ def prepare_resume(directory: str | os.PathLike, scheme: str | None, config: Tra
         raise ValueError(f"resume: {where!r} was trained with workers={saved_workers}; it cannot be resumed "
                          f"with workers={workers}")
     saved_options = dict(ck.get("options") or {})
-    if "optimizer" in saved_options and "optimizer" not in ck["config"]:
-        # written before the optimiser became a TrainConfig field (then a sharded/averaged option)
-        ck["config"] = {**ck["config"], "optimizer": saved_options.pop("optimizer")}
     saved_config = TrainConfig.from_dict(ck["config"])
     if config is None:
         config = saved_config

@@ -307,14 +307,6 @@ def test_a_table_is_stored_by_its_entries_only_below_half_its_dense_bytes():
             assert index.tolist() == sorted(np.arange(used) * 3 % n)
 
 
-def test_checkpoints_of_the_first_format_still_load(tmp_path):
-    from dqnlab.runtime.checkpoint import _encode
-
-    old = _encode({"format": "dqnlab-checkpoint", "version": 1, "x": np.arange(3)})
-    torch.save(old, tmp_path / CHECKPOINT_FILE)
-    np.testing.assert_array_equal(load_checkpoint(tmp_path)["x"], np.arange(3))
-
-
 # ----------------------------------------------------------------------------- divergence
 def test_divergence_names_the_update_and_keeps_the_last_good_checkpoint(cfg, tmp_path, monkeypatch):
     first = dqnlab.train("serial", cfg.replace(total_env_steps=1_000), progress=False, run_dir=tmp_path)
@@ -398,14 +390,3 @@ def test_train_rejects_bad_run_arguments(kwargs, match, cfg):
 def test_every_scheme_checkpoints():
     # train() hands every scheme its checkpointer
     assert all("_checkpoint" in inspect.signature(module.run).parameters for module in SCHEMES.values())
-
-
-def test_a_sharded_checkpoint_from_before_the_optimizer_field_resumes_with_its_optimizer(cfg, tmp_path):
-    """The optimiser was a sharded/averaged option before it became ``TrainConfig.optimizer``."""
-    config = cfg.replace(optimizer="sgd", total_env_steps=600)
-    dqnlab.train("sharded", config, workers=1, progress=False, run_dir=tmp_path)
-    ck = load_checkpoint(tmp_path)
-    old_config = {k: v for k, v in ck["config"].items() if k not in ("optimizer", "network", "afterstate")}
-    save_checkpoint(tmp_path, {**ck, "config": old_config, "options": {"optimizer": "sgd"}})
-    run = dqnlab.train(resume=tmp_path, config=config.replace(total_env_steps=800), progress=False)
-    assert run.config.optimizer == "sgd" and run.env_steps == 800 and "optimizer" not in run.options
