@@ -593,6 +593,7 @@ def test_cli_play_keeps_a_long_game_to_the_frame_cap(monkeypatch, tmp_path, caps
         capsys.readouterr().out
 
 
+@pytest.mark.slow  # draws every frame of a whole game
 def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
     gif = tmp_path / "out" / "game.gif"
     assert main(["play", str(trained[0]), "--gif", str(gif), "--seed", "2"]) == 0

@@ -97,3 +97,11 @@ def test_environment_yml_agrees_with_pyproject():
     assert "python=3.11" in conda
     pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     assert any(line.startswith("-e .") for line in pip_section)
+
+
+def test_citation_agrees_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert str(citation["version"]) == project["version"]
+    assert citation["license"] == project["license"] == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")

@@ -261,6 +261,7 @@ FAMILIES = {
 }
 
 
+@pytest.mark.slow  # a training run per family and scheme: minutes in all
 @pytest.mark.parametrize("scheme", ["serial", "independent", "actors"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_each_network_family_beats_random_play_after_a_short_run(family, scheme):
@@ -307,6 +308,7 @@ def _small_ntuple(**kw) -> TrainConfig:
                           "epsilon_end": 0.0, "seed": 0, **kw})
 
 
+@pytest.mark.slow  # a 12,000-step run in each scheme
 @pytest.mark.parametrize("scheme,workers,options", [
     ("serial", 1, {}), ("independent", 2, {"sync": "periodic", "sync_every": 50}),
     ("shared", 2, {"lock": False}), ("shared", 2, {"lock": True}), ("shared", 2, {"lock": True, "threads": True}),
@@ -322,6 +324,7 @@ def test_ntuple_trains_in_every_scheme_and_beats_random_play(scheme, workers, op
     assert player > 1.5 * dqnlab.evaluate("random", games=60, seed=3).scores.mean()
 
 
+@pytest.mark.slow  # a run in each scheme
 @pytest.mark.parametrize("scheme,workers,options", [
     ("serial", 1, {}), ("independent", 2, {"sync": "periodic", "sync_every": 50}), ("shared", 2, {"lock": False}),
     ("actors", 2, {}), ("sharded", 2, {}), ("averaged", 2, {})])

@@ -119,6 +119,7 @@ _TRAIN_AND_CHECKPOINT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a new process trains three presets
 def test_training_and_checkpoints_leave_pytorchs_compiler_unloaded():
     """A new process that trains an mlp, an n-tuple network (Adam's first step, SGD, TC) and saves and loads an
     agent's state never imports ``torch._dynamo`` (seconds of every worker's start)."""

@@ -6,6 +6,7 @@ from dqnlab import DQNAgent, TrainConfig
 from dqnlab.bench.search import bench_search
 
 
+@pytest.mark.slow  # games at every depth of expectimax, the deepest slow
 def test_each_depth_plays_the_same_games_and_is_timed(ntuple_agent):
     rows = bench_search(ntuple_agent, depths=(1, 2), games=3, seed=4, max_moves=25)
     assert [r["depth"] for r in rows] == [1, 2]

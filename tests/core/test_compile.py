@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import pytest
+
 from dqnlab.core import compile as core_compile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +52,7 @@ def _probe(cache_dir):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # the first process compiles the kernels into an empty cache
 def test_a_second_process_loads_the_kernels_from_the_cache(tmp_path):
     """What every new process does (a run, loky and Dask workers): compile once, then load."""
     first = _probe(tmp_path)

@@ -44,6 +44,7 @@ def _outputs(nb, mime):
     return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if mime in o.get("data", {})]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("path", NOTEBOOKS[:HALF], ids=[p.stem for p in NOTEBOOKS[:HALF]])
 def test_executes_in_smoke_mode(path, monkeypatch, tmp_path):

@@ -4,6 +4,7 @@ import pytest
 from test_notebooks import HALF, NOTEBOOKS, check_executes
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("path", NOTEBOOKS[HALF:], ids=[p.stem for p in NOTEBOOKS[HALF:]])
 def test_executes_in_smoke_mode(path, monkeypatch, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # every notebook's figure, as the notebook tests
 @pytest.mark.timeout(120)
 def test_reproduce_smoke_writes_the_notebooks_figures(tmp_path):
     # Each notebook's last cell draws its figure with the same ex.<name>_data / ex.<name>_figure pair that

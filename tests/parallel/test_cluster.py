@@ -17,7 +17,7 @@ import twohosts
 from dqnlab.runtime.checkpoint import load_checkpoint
 
 _WHY = twohosts.unavailable()
-pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"no two hosts here: {_WHY}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_WHY is not None, reason=f"no two hosts here: {_WHY}")]
 
 ARGS = ["--preset", "mlp", "--hidden", "16", "--n-envs", "8", "--batch-size", "32", "--learning-starts", "300",
         "--eval-games", "0", "--no-progress", "--no-tensorboard"]

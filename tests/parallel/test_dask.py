@@ -24,7 +24,7 @@ distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
 
 # Two clusters at once both want the scheduler's HTTP port 8787; the second takes another (on 127.0.0.1).
-pytestmark = pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")]
 
 
 @pytest.fixture

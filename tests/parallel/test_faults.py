@@ -24,7 +24,8 @@ import pytest
 from dqnlab.runtime.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+# slow: each test runs `python -m dqnlab train` with worker processes until it acts on them
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
 TRAIN = ["train", "--preset", "mlp", "--workers", "2", "--env-steps", "10000000", "--n-envs", "8", "--batch-size", "32",
          "--checkpoint-every", "0", "--eval-games", "0", "--no-progress"]

@@ -129,6 +129,7 @@ def test_cli_wrong_option_for_scheme_is_one_line_exit_2():
     assert len(lines) == 1 and "--sync" in lines[0] and "sharded" in lines[0]
 
 
+@pytest.mark.slow  # seven timed runs, each with its own pool
 def test_bench_scaling_rows(monkeypatch):
     from dqnlab.bench import bench_scaling
 
