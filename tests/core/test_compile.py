@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import pytest
-
 from dqnlab.core import compile as core_compile
 
 ROOT = Path(__file__).resolve().parents[2]
