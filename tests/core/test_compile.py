@@ -98,6 +98,7 @@ print(json.dumps({"package": dqnlab.__file__, "cached": compile.kernel_cache(), 
 """
 
 
+@pytest.mark.slow  # two processes compile the kernels they call, one without a cache
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
 @pytest.mark.parametrize("fallback_usable", [True, False])
 def test_a_read_only_install_and_home_still_import_and_play(tmp_path, fallback_usable):
