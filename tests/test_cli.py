@@ -565,6 +565,7 @@ def test_eval_plot_draws_the_largest_tiles_and_the_scores(tmp_path, capsys):
     (["play", "random", "--fps", "3"], "--fps applies only with --gif"),
     (["play", "random", "--gif", "x.gif", "--delay", "1"], "--delay applies only to the text replay"),
     (["play", "random", "--gif", "x.png"], "--gif must name a .gif file, got 'x.png'"),
+    (["play", "random", "--gif", "/no-such-folder/x.gif"], "--gif '/no-such-folder/x.gif': no folder '/no-such-folder'"),
     (["play", "random", "--max-moves", "-3"], "--max-moves: expected an integer >= 1"),
 ])
 def test_cli_play_bad_input_is_one_clear_line(args, needle, capsys):
@@ -596,6 +597,7 @@ def test_cli_play_keeps_a_long_game_to_the_frame_cap(monkeypatch, tmp_path, caps
 @pytest.mark.slow  # draws every frame of a whole game
 def test_cli_play_writes_a_gif_of_a_full_game(trained, tmp_path, capsys):
     gif = tmp_path / "out" / "game.gif"
+    gif.parent.mkdir()  # play writes into a folder that exists
     assert main(["play", str(trained[0]), "--gif", str(gif), "--seed", "2"]) == 0
     game = play(trained[1], seed=2)
     with Image.open(gif) as im:

@@ -523,7 +523,7 @@ def versus_serial_markdown(res: dict[str, Any]) -> str:
             r[f"min {name}"] = f"> {budget:g}" if math.isnan(r[f"min {name}"]) else f"{r[f'min {name}']:.1f}"
     runs = res.get("runs") or []
     seeds = max(r["seeds"] for r in rows) if rows else 0
-    which = "one seed (its" if seeds == 1 else f"the slowest of {seeds} seeds (median"
+    which = "one seed (its" if seeds == 1 else f"the slowest of {seeds} seeds (their median"
     return "\n".join([
         md_table(rows, {"configuration": "scheme", "workers": "workers", "seeds": "seeds",
                         **{f"min {n}": f"minutes {n}" for n in times},
@@ -531,6 +531,6 @@ def versus_serial_markdown(res: dict[str, Any]) -> str:
                         "env_steps_per_s": "env steps/s"},
                  {"x serial to 4096 in half": "{:.2f}", "mean_at_end": "{:,.0f}", "env_steps_per_s": "{:,.0f}"}),
         "",
-        f"{budget:g} minutes of training each, {res['games']:,} greedy games at every point; {which} mean score "
-        f"and env steps/s), from {len(runs) or 1} `bench learning` command(s).",
+        f"{budget:g} minutes of training each, {res['games']:,} greedy games at every point. Minutes: {which} "
+        f"mean score and env steps/s). From {len(runs) or 1} `bench learning` command(s).",
     ])

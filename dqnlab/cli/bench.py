@@ -169,7 +169,10 @@ def _cmd_bench_learning(args: argparse.Namespace, command: str) -> int:
     schemes = csv_items(args.schemes, "serial,shared")
     old = None
     if args.results is not None and args.results.exists():
-        old = load(args.results)
+        try:
+            old = load(args.results)
+        except ValueError as e:
+            raise ValueError(f"--results {e} (a record that bench learning wrote)") from None
         if old["kind"] != "learning":
             raise ValueError(f"--results {args.results} holds a {old['kind']!r} record, not bench learning's")
         if not args.redraw and (old["minutes"], old["games"]) != (args.minutes or 10.0, args.games or 1_000):

@@ -44,6 +44,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise ValueError("--delay applies only to the text replay (without --gif)")
     if args.gif is not None and args.gif.suffix.lower() != ".gif":
         raise ValueError(f"--gif must name a .gif file, got {str(args.gif)!r}")
+    if args.gif is not None and not args.gif.parent.is_dir():
+        raise ValueError(f"--gif {str(args.gif)!r}: no folder {str(args.gif.parent)!r} to write it in")
     game = play(args.run, seed=args.seed, max_moves=args.max_moves, search=args.search,
                 progress=args.gif is not None and not args.no_progress)
     end = (f"{game.moves:,} moves, score {game.score:,}, largest tile {game.max_tile:,}"
@@ -64,7 +66,6 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     every, max_frames = args.every or 1, None if args.every else GIF_MAX_FRAMES
     shown = game.frames(every, max_frames)
-    args.gif.parent.mkdir(parents=True, exist_ok=True)
     save_animation(animate(game, every, max_frames, interval_ms=1000.0 / (args.fps or 5.0)), args.gif, len(shown),
                    progress=not args.no_progress)
     print(f"wrote {args.gif}: {len(shown):,} frames of a game of {end}")

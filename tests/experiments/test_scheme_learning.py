@@ -87,9 +87,9 @@ def test_versus_serial_keeps_a_variant_apart_from_its_plain_scheme(results):
     plain = table[table["scheme"] == "serial"].set_index("variant")
     assert table.iloc[0]["variant"] == "" and plain.loc["", "x serial to 2048 in half"] == 1.0  # the plain baseline
     text = versus_serial_markdown({**data, "time_to_player": ex.scheme_learning(None, results)["time_to_player"]})
-    assert "shared (lock=False) (prioritized=True)" in text and "the slowest of 2 seeds (median" in text
+    assert "shared (lock=False) (prioritized=True)" in text and "Minutes: the slowest of 2 seeds (their median" in text
     one = {**data, "rows": [r for r in data["rows"] if r["seed"] == 1]}
-    assert "; one seed (its mean score" in versus_serial_markdown({**one, "time_to_player": time_to_player(one["rows"])})
+    assert "Minutes: one seed (its mean score" in versus_serial_markdown({**one, "time_to_player": time_to_player(one["rows"])})
 
 
 @pytest.mark.parametrize("budget", [ex.FULL, ex.SMOKE], ids=["full", "smoke"])

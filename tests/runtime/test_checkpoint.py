@@ -152,6 +152,7 @@ def _copy_first_checkpoint_then_stop(run_dir, to):
     return callback
 
 
+@pytest.mark.slow  # three pairs of actors runs in lockstep
 @pytest.mark.parametrize(("changes", "share"), [({}, False), ({}, True), ({"prioritized": True, "n_step": 3}, True)])
 def test_actors_in_lockstep_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, changes, share):
     config = cfg.replace(total_env_steps=5_000, max_moves=60, **changes)
