@@ -512,7 +512,7 @@ def versus_serial(data: dict[str, Any]) -> pd.DataFrame:
 
 def versus_serial_markdown(res: dict[str, Any]) -> str:
     """:func:`versus_serial` of ``res`` as a markdown table (minutes of the slowest seed; "> budget": a seed
-    never got there), with where the rows come from (``docs/learning.md``'s section of the same file)."""
+    never got there), with how many commands made the rows."""
     budget = res["minutes"]
     table = versus_serial(res)
     rows = [{**r, "configuration": configuration(r["scheme"], r["options"], r["variant"])}

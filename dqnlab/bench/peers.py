@@ -3,7 +3,7 @@
 The game (:func:`~dqnlab.bench.game.bench_game`), the legacy per-transition loop
 (:func:`~dqnlab.bench.update.bench_update`), dqnlab's ``serial`` learner and SB3's DQN
 timed in alternation on the same config, and each parallel scheme's rate; and the
-markdown section of ``docs/benchmarks.md`` they make.
+markdown they make (the ``peers`` record of the results store, :mod:`dqnlab.bench.store`).
 """
 
 from __future__ import annotations
