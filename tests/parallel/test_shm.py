@@ -159,4 +159,4 @@ def test_shared_parameters_are_what_another_process_reads_and_go_back_to_the_own
         shared_memory.SharedMemory(name=name)
     with torch.no_grad():
         net.weight[0, 0] = 9.0  # the owner's network is in its own memory again, and still works
-    assert float(net.weight[0, 0]) == 9.0 and float(net.bias[1]) == float(before["bias"][1])
+    assert float(net.weight[0, 0].detach()) == 9.0 and float(net.bias[1].detach()) == float(before["bias"][1])
