@@ -38,7 +38,7 @@ import joblib
 import numpy as np
 import torch
 
-from ..runtime.compact import nonzero_entries
+from ..runtime.compact import Entries
 from ..runtime.errors import TaskFailed
 from ..runtime.loop import RunLoop, ctrl_c_pressed
 from ..runtime.progress import Progress
@@ -159,7 +159,7 @@ def pack(msg: Any, spill_dir: str | None) -> Any:
     every worker's heartbeats. Pickle protocol 5 (PEP 574) writes each array's buffer straight to the file,
     and :func:`unpack` reads it straight into new arrays: no copy in memory, and the GIL free while the
     bytes move. A large, mostly-zero array (a young n-tuple table) goes as its non-zero entries
-    (:func:`~dqnlab.runtime.compact.nonzero_entries`): a learner's state at Ctrl-C is written and read in a
+    (:class:`~dqnlab.runtime.compact.Entries`): a learner's state at Ctrl-C is written and read in a
     fraction of the time its dense bytes take.
     """
     msg = as_arrays(msg)
@@ -188,28 +188,12 @@ def unpack(msg: Any) -> Any:
     return as_tensors(msg)
 
 
-@dataclass(frozen=True)
-class _Sparse:
-    """A large, mostly-zero array of a spilled message, as its non-zero entries (flat indices and values)."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    index: np.ndarray
-    values: np.ndarray
-
-
 def _sparse(x: Any) -> Any:
-    if isinstance(x, np.ndarray) and (index := nonzero_entries(x)) is not None:
-        return _Sparse(x.shape, x.dtype, index, np.ascontiguousarray(x).reshape(-1)[index])
-    return x
+    return (Entries.of(x) or x) if isinstance(x, np.ndarray) else x
 
 
 def _dense(x: Any) -> Any:
-    if isinstance(x, _Sparse):
-        out = np.zeros(math.prod(x.shape), x.dtype)
-        out[x.index] = x.values
-        return out.reshape(x.shape)
-    return x
+    return x.dense() if isinstance(x, Entries) else x
 
 
 # ----------------------------------------------------------------------------- the worker's end

@@ -61,7 +61,7 @@ import torch
 
 from .._version import __version__
 from ..config import TrainConfig
-from .compact import nonzero_entries
+from .compact import Entries
 from .files import atomic_write, read_file
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "BUDGET_FIELDS", "Checkpointer", "save_checkpoint",
@@ -81,21 +81,19 @@ _SPARSE = "__sparse__"
 
 # ----------------------------------------------------------------------------- encoding
 def _sparse(a: np.ndarray, tensor: bool) -> dict[str, Any] | None:
-    """``a`` as its non-zero entries (:func:`~dqnlab.runtime.compact.nonzero_entries`), tagged (``tensor``: it
-    decodes to a tensor), or None where dense is as small."""
-    index = nonzero_entries(a)
-    if index is None:
+    """``a`` as its non-zero entries (:class:`~dqnlab.runtime.compact.Entries`), tagged in tensors that
+    ``torch.load(weights_only=True)`` reads (``tensor``: it decodes to a tensor), or None where dense is as small."""
+    entries = Entries.of(a)
+    if entries is None:
         return None
-    return {_SPARSE: {"shape": list(a.shape), "tensor": tensor, "index": torch.from_numpy(index),
-                      "values": torch.from_numpy(np.ascontiguousarray(a).reshape(-1)[index])}}
+    return {_SPARSE: {"shape": list(a.shape), "tensor": tensor, "index": torch.from_numpy(entries.index),
+                      "values": torch.from_numpy(entries.values)}}
 
 
 def _dense(tag: dict[str, Any]) -> Any:
     """The array (or tensor) of a :func:`_sparse` tag."""
     values = tag["values"].numpy()
-    out = np.zeros(int(np.prod(tag["shape"])), dtype=values.dtype)
-    out[tag["index"].numpy()] = values
-    out = out.reshape(tag["shape"])
+    out = Entries(tuple(tag["shape"]), values.dtype, tag["index"].numpy(), values).dense()
     return torch.from_numpy(out) if tag["tensor"] else out
 
 

@@ -8,10 +8,13 @@ array is stored as it is.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-__all__ = ["SPARSE_MIN_SIZE", "nonzero_entries", "saved_tensor", "dense_tensor"]
+__all__ = ["SPARSE_MIN_SIZE", "nonzero_entries", "Entries", "saved_tensor", "dense_tensor"]
 
 #: Arrays (and tensors) of at least this many elements are stored as their non-zero entries where that takes
 #: under half their bytes.
@@ -37,6 +40,31 @@ def nonzero_entries(a: np.ndarray, rows: bool = False) -> np.ndarray | None:
         return None  # as dense as that (an optimistic table, say): said before any index is made
     index = np.flatnonzero(used)
     return index if rows or a.size >= 2**31 else index.astype(np.int32)
+
+
+@dataclass(frozen=True)
+class Entries:
+    """A mostly-zero array as its non-zero entries: ``shape``, ``dtype``, flat ``index`` (:func:`nonzero_entries`)
+    and ``values`` ``(len(index),)``; :meth:`dense` gives the array back bit-exact."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    index: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, a: np.ndarray) -> Entries | None:
+        """``a``'s non-zero entries, or None where :func:`nonzero_entries` says dense is as small."""
+        index = nonzero_entries(a)
+        if index is None:
+            return None
+        return cls(tuple(a.shape), a.dtype, index, np.ascontiguousarray(a).reshape(-1)[index])
+
+    def dense(self) -> np.ndarray:
+        """The array, zeros where no entry is."""
+        out = np.zeros(math.prod(self.shape), self.dtype)
+        out[self.index] = self.values
+        return out.reshape(self.shape)
 
 
 def saved_tensor(a: np.ndarray) -> torch.Tensor:
