@@ -39,6 +39,7 @@ import torch.distributed as dist
 
 from ..agent.dqn import DQNAgent
 from ..replay import Minibatch
+from ..runtime.compact import dense
 from ..runtime.errors import TaskFailed
 from .addresses import store_host
 from .collectives import COLLECTIVE_TIMEOUT_S, Collectives
@@ -271,7 +272,7 @@ class AllReduceGroup:
         own = self.replica.agent.get_weights()
         if self.gathered is None or self.gathered[0] != self.replica.agent.updates:
             return own
-        others = [{k: v.numpy() for k, v in st["agent"]["online"].items()} for st in self.gathered[1][1:]]
+        others = [{k: dense(v).numpy() for k, v in st["agent"]["online"].items()} for st in self.gathered[1][1:]]
         return {k: np.mean([own[k]] + [w[k] for w in others], axis=0, dtype=np.float64).astype(np.float32)
                 for k in own}
 

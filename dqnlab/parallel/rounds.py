@@ -180,10 +180,10 @@ class _Rounds:
 
     def state(self) -> dict[str, Any]:
         """The run's checkpoint state: the channel's name, the learner and the channel's own part."""
-        return {"comm": self.comm.name, "learner": self.learner.state_dict(), **self.comm.state()}
+        return {"comm": self.comm.name, "learner": self.learner.state_dict(copy_agent=False), **self.comm.state()}
 
     def failure_state(self) -> dict[str, Any] | None:
         """After a worker failed: the checkpoint, where this process holds the whole run (joblib rounds keep
         nothing in the workers; an all-reduce group whose ranks' models equal rank 0's)."""
         part = self.comm.failure_state()
-        return None if part is None else {"comm": self.comm.name, "learner": self.learner.state_dict(), **part}
+        return None if part is None else {"comm": self.comm.name, "learner": self.learner.state_dict(copy_agent=False), **part}

@@ -162,9 +162,9 @@ class SharedArrays:
                                  f"this run needs {self[name].dtype}{self[name].shape}")
             self[name][...] = value
 
-    def copy(self) -> dict[str, np.ndarray]:
-        """A copy of every array (for a checkpoint)."""
-        return {name: self[name].copy() for name in self.spec}
+    def views(self) -> dict[str, np.ndarray]:
+        """Every array, by name (the block's memory: a checkpoint written while nobody writes the block)."""
+        return {name: self[name] for name in self.spec}
 
 
 #: The per-weight state of each optimiser that has one, as ``shared``'s block holds it (``optimizer_0``,

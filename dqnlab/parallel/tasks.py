@@ -101,6 +101,8 @@ def as_tensors(obj: Any) -> Any:
     def untag(x: Any) -> Any:
         if isinstance(x, dict) and len(x) == 1 and _TENSOR in x:
             a = x[_TENSOR]
+            if isinstance(a, Entries):
+                return replace(a, tensor=True)
             return torch.from_numpy(a if a.flags.writeable else np.array(a))
         return x
 
@@ -178,13 +180,20 @@ def pack(msg: Any, spill_dir: str | None) -> Any:
     return Spilled(path)
 
 
-def unpack(msg: Any) -> Any:
-    """:func:`pack` undone: a :class:`Spilled` message read back (its file deleted), then :func:`as_tensors`."""
+def unpack(msg: Any, compact: bool = False) -> Any:
+    """:func:`pack` undone: a :class:`Spilled` message read back (its file deleted), then :func:`as_tensors`.
+
+    ``compact``: a mostly-zero array that went as its non-zero entries stays an
+    :class:`~dqnlab.runtime.compact.Entries` (``tensor`` set where it was a tensor): the parent writes a worker's
+    state to the checkpoint as it came, and makes whole (:func:`~dqnlab.runtime.compact.dense`) only what it reads.
+    """
     if isinstance(msg, Spilled):
         path = msg.path
         with open(path, "rb") as f:
-            msg = _rebuilt(pickle.load(f), _dense)  # (written by a process of this run, in its own folder)
+            msg = pickle.load(f)  # (written by a process of this run, in its own folder)
         os.unlink(path)
+        if not compact:
+            msg = _rebuilt(msg, _dense)
     return as_tensors(msg)
 
 
@@ -494,7 +503,7 @@ class TaskGroup(Supervisor):
                 msg = self.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return None
-            msg = self.take(unpack(msg))
+            msg = self.take(unpack(msg, compact=True))
             if msg is not None:
                 return msg
 

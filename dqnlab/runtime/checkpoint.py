@@ -84,9 +84,12 @@ def _sparse(a: np.ndarray, tensor: bool) -> dict[str, Any] | None:
     """``a`` as its non-zero entries (:class:`~dqnlab.runtime.compact.Entries`), tagged in tensors that
     ``torch.load(weights_only=True)`` reads (``tensor``: it decodes to a tensor), or None where dense is as small."""
     entries = Entries.of(a)
-    if entries is None:
-        return None
-    return {_SPARSE: {"shape": list(a.shape), "tensor": tensor, "index": torch.from_numpy(entries.index),
+    return None if entries is None else _tagged(dataclasses.replace(entries, tensor=tensor))
+
+
+def _tagged(entries: Entries) -> dict[str, Any]:
+    """``entries`` tagged as :func:`_sparse` tags them."""
+    return {_SPARSE: {"shape": list(entries.shape), "tensor": entries.tensor, "index": torch.from_numpy(entries.index),
                       "values": torch.from_numpy(entries.values)}}
 
 
@@ -100,6 +103,8 @@ def _dense(tag: dict[str, Any]) -> Any:
 def _encode(obj: Any) -> Any:
     """``obj`` with NumPy arrays as tagged tensors (large, mostly-zero ones as their non-zero entries) and
     NumPy scalars as Python numbers."""
+    if isinstance(obj, Entries):  # (a worker's state as it came: written as it is)
+        return _tagged(obj)
     if isinstance(obj, np.ndarray):
         return _sparse(obj, tensor=False) or {_NDARRAY: torch.from_numpy(np.array(obj, copy=True, order="C"))}
     if isinstance(obj, torch.Tensor):

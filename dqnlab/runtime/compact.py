@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["SPARSE_MIN_SIZE", "nonzero_entries", "Entries", "saved_tensor", "dense_tensor"]
+__all__ = ["SPARSE_MIN_SIZE", "nonzero_entries", "Entries", "dense", "saved_tensor", "dense_tensor"]
 
 #: Arrays (and tensors) of at least this many elements are stored as their non-zero entries where that takes
 #: under half their bytes.
@@ -45,12 +46,14 @@ def nonzero_entries(a: np.ndarray, rows: bool = False) -> np.ndarray | None:
 @dataclass(frozen=True)
 class Entries:
     """A mostly-zero array as its non-zero entries: ``shape``, ``dtype``, flat ``index`` (:func:`nonzero_entries`)
-    and ``values`` ``(len(index),)``; :meth:`dense` gives the array back bit-exact."""
+    and ``values`` ``(len(index),)``; :meth:`dense` gives the array back bit-exact. ``tensor``: the array was a
+    CPU tensor's, and :func:`dense` gives a tensor back."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
     index: np.ndarray
     values: np.ndarray
+    tensor: bool = False
 
     @classmethod
     def of(cls, a: np.ndarray) -> Entries | None:
@@ -65,6 +68,13 @@ class Entries:
         out = np.zeros(math.prod(self.shape), self.dtype)
         out[self.index] = self.values
         return out.reshape(self.shape)
+
+
+def dense(x: Any) -> Any:
+    """``x`` whole: an :class:`Entries`' array (a tensor where it was one's); anything else as it is."""
+    if not isinstance(x, Entries):
+        return x
+    return torch.from_numpy(x.dense()) if x.tensor else x.dense()
 
 
 def saved_tensor(a: np.ndarray) -> torch.Tensor:

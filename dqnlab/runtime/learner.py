@@ -22,11 +22,14 @@ from ..core.compile import notice
 from ..game import VecGame2048, legal_actions_batch
 from ..game.rules import legal_actions_unchecked
 from ..replay import NStepReturns, make_buffer, update_priorities
-from .loop import replay_ratio
+from .loop import ctrl_c_pressed, replay_ratio
 from .native import NativeLoop, native_reason
 from .progress import Progress
 
-__all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update", "warm_up"]
+__all__ = ["Learner", "worker_seeds", "next_board_masks", "replay_update", "warm_up", "SLICE_S"]
+
+#: Seconds of one call of the compiled core in :meth:`Learner.run`: how soon a run sees Ctrl-C.
+SLICE_S = 0.1
 
 
 def next_board_masks(out: Any, done: np.ndarray) -> np.ndarray:
@@ -270,13 +273,15 @@ class Learner:
         return self.native.run(steps, deadline, update_limit=update_limit)
 
     def run(self, env_steps: int, deadline: float | None = None) -> None:
-        """Alternate acting and learning for ``env_steps`` env steps or until ``deadline``.
-
-        ``deadline`` is a ``time.perf_counter()`` value.
-        """
+        """Alternate acting and learning for ``env_steps`` env steps, until ``deadline`` (a
+        ``time.perf_counter()`` value) or until Ctrl-C is pressed in a run (:func:`~dqnlab.runtime.loop.ctrl_c_pressed`,
+        seen within :data:`SLICE_S`: the compiled core's calls are that long at most)."""
         target = self.env_steps + env_steps
-        while self.env_steps < target and (deadline is None or time.perf_counter() < deadline):
-            self.advance(target - self.env_steps, deadline)
+        while self.env_steps < target and not ctrl_c_pressed():
+            now = time.perf_counter()
+            if deadline is not None and now >= deadline:
+                break
+            self.advance(target - self.env_steps, now + SLICE_S if deadline is None else min(deadline, now + SLICE_S))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, copy_agent: bool = True) -> dict[str, Any]:
@@ -284,7 +289,7 @@ class Learner:
         exploration stream), replay buffer, the games in progress, counters, episodes,
         timing and the owed-update credit (copies; with ``copy_agent`` False the agent's tensors are the live
         ones, for a state serialised before the learner steps again: an n-tuple agent's are hundreds of MB)."""
-        agent = self._agent_state() if copy_agent else self.agent.state_dict()
+        agent = self._agent_state(copy_agent)
         return {"worker": self.worker, "agent": agent, "buffer": self.buffer.state_dict(),
                 "env": self.env.state_dict(), "nstep": self.nstep.state_dict(), "boards": self.boards.copy(),
                 "masks": self.masks.copy(), "values": self.values.copy(),
@@ -314,8 +319,9 @@ class Learner:
         self.last_loss = float(state["last_loss"])
         self._credit = float(state["credit"])
 
-    def _agent_state(self) -> dict[str, Any]:
-        return copy.deepcopy(self.agent.state_dict())
+    def _agent_state(self, copy_agent: bool) -> dict[str, Any]:
+        state = self.agent.state_dict()
+        return copy.deepcopy(state) if copy_agent else state
 
     def _load_agent_state(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state)

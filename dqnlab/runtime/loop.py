@@ -128,6 +128,7 @@ class RunLoop:
         self.status = "running"
         self.ended: float | None = None  # time.perf_counter() when the loop first saw the run end
         self.abrupt = False  # a KeyboardInterrupt reached the scheme (maybe mid-step)
+        self.closed = False  # :meth:`close` called: nothing trains any more (a result may hold the live weights)
         self._steps_per_s = max(1.0, self.env_steps / self.elapsed) if resumed and self.elapsed > 0 else 1000.0
         self.tensorboard = None
         if checkpointer is not None and checkpointer.tensorboard:
@@ -288,6 +289,7 @@ class RunLoop:
     def close(self) -> None:
         """End the run's display and log: close the bar and flush and close the TensorBoard
         log (again: nothing). Schemes call it on every way out, failures included."""
+        self.closed = True
         self.bar.close()
         if self.tensorboard is not None:
             self.tensorboard.close()

@@ -94,7 +94,6 @@ buffer; ``extra["param_lag"]`` summarises it over all transitions.
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import time
@@ -596,8 +595,9 @@ class _CentralLearner(ActorFeed):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """The learner's part of a checkpoint (copies)."""
-        return {"agent": copy.deepcopy(self.agent.state_dict()), **super().state_dict(), "credit": self.credit,
+        """The learner's part of a checkpoint (the agent's live tensors: the checkpoint is written before the
+        learner steps again, in this thread)."""
+        return {"agent": self.agent.state_dict(), **super().state_dict(), "credit": self.credit,
                 "between": self.between, "batches": dict(self.batches), "started_at": self.started_at,
                 "weights_sent": self.weights_sent, "broadcast_at": self.broadcast_at,
                 "bytes_sent": self.bytes_sent,

@@ -73,6 +73,7 @@ from ..parallel.weights import (
 )
 from ..parallel.workers import LearnerCoordinator, LearnerWorker
 from ..runtime.checkpoint import Checkpointer
+from ..runtime.compact import dense
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import Learner, worker_seeds
 from ..runtime.loop import RunLoop, recent_score
@@ -397,7 +398,7 @@ class _IndependentCoordinator(LearnerCoordinator):
 
     def absorb(self, k: int, state: dict[str, Any]) -> None:
         super().absorb(k, state)
-        online = {name: t.detach().numpy() for name, t in state["learner"]["agent"]["online"].items()}
+        online = {name: dense(t).detach().numpy() for name, t in state["learner"]["agent"]["online"].items()}
         self.changes[k] = changed_entries(online, self.base)
 
     def absorb_extra(self, k: int, state: dict[str, Any]) -> dict[str, Any]:

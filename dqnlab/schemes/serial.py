@@ -73,11 +73,12 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         return {**learner.timing, "communication": 0.0}
 
     def result(status: str | None = None) -> RunResult:
-        return build_result("serial", config, 1, loop, learner.progress(time_split()), learner.agent.get_weights(),
-                            status, extra={"replay": learner.buffer.statistics()})
+        weights = learner.agent.weight_views() if loop.closed else learner.agent.get_weights()  # (a snapshot: copies)
+        return build_result("serial", config, 1, loop, learner.progress(time_split()), weights, status,
+                            extra={"replay": learner.buffer.statistics()})
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint,
-                   state=lambda: {"learner": learner.state_dict()})
+                   state=lambda: {"learner": learner.state_dict(copy_agent=False)})  # (written at once)
     learner.clock0 = loop.t0
 
     def train() -> None:

@@ -279,7 +279,7 @@ class _SharedLearner(Learner):
         super().load_state_dict(state)
         self.lock_wait = float(state["lock_wait"])
 
-    def _agent_state(self) -> dict[str, Any]:
+    def _agent_state(self, copy_agent: bool) -> dict[str, Any]:  # (the model is the block's: never in the state)
         return {"rng": self.agent.rng.bit_generator.state, "updates": self.agent.updates}
 
     def _load_agent_state(self, state: dict[str, Any]) -> None:
@@ -380,7 +380,8 @@ class _SharedCoordinator(LearnerCoordinator):
                 "replay": {name: value for name, value in buffer.items() if name != "rng"}}
 
     def own_state(self) -> dict[str, Any]:
-        return {"arrays": self.block.arrays.copy()}  # every worker waits: the block is still
+        # every worker waits (or has ended) while the checkpoint is written: the block is still
+        return {"arrays": self.block.arrays.views()}
 
     def result(self, loop: RunLoop, status: str | None = None) -> RunResult:
         """The run's result so far (see :func:`run`), from the workers' reports and the block."""

@@ -160,3 +160,31 @@ def test_one_order_to_several_workers_is_written_once_and_each_reads_its_own_lin
     assert list(tmp_path.iterdir()) == []
     tasks.TaskGroup.send_all(group, [1], NewWeights(None))  # small: by the queue itself
     assert group.outboxes[1].get_nowait() == NewWeights(None)
+
+
+def test_the_parents_end_keeps_a_spilled_table_compact_and_the_checkpoint_writes_it_as_it_came(tmp_path, monkeypatch):
+    """A worker's state at Ctrl-C goes to the checkpoint without being made whole and sparse again: the parent
+    unpacks its tables as :class:`Entries`, ``checkpoint.pt`` stores them as they are, and reading it gives the
+    arrays (and tensors) back bit-exact."""
+    import torch
+
+    from dqnlab.parallel import tasks
+    from dqnlab.parallel.messages import StateReply
+    from dqnlab.runtime import checkpoint
+    from dqnlab.runtime.compact import SPARSE_MIN_SIZE, Entries, dense
+
+    monkeypatch.setattr(tasks, "SPILL_BYTES", 1000)
+    table = np.zeros(SPARSE_MIN_SIZE, np.float32)
+    table[[5, 600]] = [2.5, -1.0]
+    sums = torch.zeros(SPARSE_MIN_SIZE, 2)
+    sums[7] = torch.tensor([1.0, 3.0])
+    back = tasks.unpack(tasks.pack(StateReply(0, 1, {"table": table, "sums": sums}), str(tmp_path)),
+                        compact=True).state
+    assert isinstance(back["table"], Entries) and not back["table"].tensor
+    assert isinstance(back["sums"], Entries) and back["sums"].tensor
+    assert torch.equal(dense(back["sums"]), sums) and dense(back["table"]).tobytes() == table.tobytes()
+    monkeypatch.setattr(checkpoint.Entries, "of", None)  # (it may not look for the non-zero entries again)
+    checkpoint.save_checkpoint(tmp_path, {"format": checkpoint._FORMAT, "version": checkpoint.CHECKPOINT_VERSION,
+                                          "state": back})
+    read = checkpoint.load_checkpoint(tmp_path)["state"]
+    assert read["table"].tobytes() == table.tobytes() and torch.equal(read["sums"], sums)

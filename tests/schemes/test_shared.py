@@ -122,3 +122,17 @@ def test_sampling_ones_own_segment_runs_and_needs_uniform_replay():
     with pytest.raises(ValueError, match=r"holds 16 transitions, fewer than batch_size \(32\).*at least 64"):
         dqnlab.train("shared", config.replace(buffer_size=32, batch_size=32), workers=2, progress=False, lock=False,
                      sample="own")
+
+
+@pytest.mark.parametrize("copy_agent", [True, False])
+def test_a_workers_state_never_holds_the_blocks_model(copy_agent):
+    """A worker's checkpoint state is its own: the model lives in the block (copied once by the parent), so
+    the state names no weight, and sparsifying it never reads tables another worker is writing."""
+    config = TrainConfig.preset("ntuple-small", n_envs=16, buffer_size=16, batch_size=16, learning_starts=0,
+                                total_env_steps=10**6, seed=0, lr=0.005)
+    with contextlib.ExitStack() as stack:
+        learner = _worker_beside_another(config, stack, False, True)
+        learner.advance(config.n_envs)
+        agent = learner.state_dict(copy_agent=copy_agent)["agent"]
+        assert set(agent) == {"rng", "updates"}
+        del learner

@@ -1,5 +1,6 @@
 import json
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -205,3 +206,27 @@ def test_a_learner_state_copies_the_agent_unless_it_is_serialised_at_once(tiny_c
     for copy_agent, shared in ((True, False), (False, True)):
         online = learner.state_dict(copy_agent=copy_agent)["agent"]["online"]
         assert all((online[n].data_ptr() == p.data_ptr()) is shared for n, p in live.items())
+
+
+def test_a_learner_on_the_compiled_core_sees_ctrl_c_within_a_slice(monkeypatch):
+    """Ctrl-C pressed in a run: :meth:`Learner.run` returns after the call of the compiled core under way, which
+    lasts :data:`~dqnlab.runtime.learner.SLICE_S` at most, rather than at the run's next report."""
+    from dqnlab.runtime import learner as learner_module
+    from dqnlab.runtime.learner import Learner
+
+    config = TrainConfig.preset("ntuple-small", n_envs=16, learning_starts=0, total_env_steps=10**9)
+    learner = Learner(config)
+    assert learner.native is not None
+    pressed = [False]
+    monkeypatch.setattr(learner_module, "ctrl_c_pressed", lambda: pressed[0])
+    calls = []
+    advance = learner.advance
+
+    def one_slice(env_steps, deadline=None, update_limit=None):
+        calls.append(deadline - time.perf_counter())
+        pressed[0] = True  # (pressed while this call runs)
+        return advance(env_steps, deadline, update_limit)
+
+    monkeypatch.setattr(learner, "advance", one_slice)
+    learner.run(10**9)  # no deadline: only Ctrl-C ends it
+    assert len(calls) == 1 and 0 < calls[0] <= learner_module.SLICE_S and learner.env_steps > 0
