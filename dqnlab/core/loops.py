@@ -47,8 +47,9 @@ import numpy as np
 from .bitboard import afterstate, inline, kernel, move_batch, new_boards_into, pack, spawn_batch, transpose
 from .clock import clock_buffer, now
 from .ntuple import afterstate_rows, features, gather, sgd_rows, tc_rows
+from .team import DONE, FIRST, GENERATION, MEMBERS, TC, UPDATE, atomic_add, share, wait_until
 
-__all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "learning_ready", "OK", "RECORDS_FULL",
+__all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "help_updates", "helper_work", "learning_ready", "OK", "RECORDS_FULL",
            "NON_FINITE"]
 
 #: Status of a chunk: ran to its end (or deadline); stopped before a step whose games might not fit
@@ -363,8 +364,8 @@ def _sample_slots(rng, lo, size, sizes, slots, hp, me):
 
 
 @kernel
-def _minibatch_rows(replay, net, hp, rows, work):
-    """The weight rows of the minibatch at ``work.slots``: ``rows[j]`` those of transition j's afterstate,
+def _minibatch_rows(replay, net, hp, rows, work, lo, hi):
+    """The weight rows of samples ``lo`` to ``hi`` of the minibatch at ``work.slots``: ``rows[j]`` those of transition j's afterstate,
     and for its next board the rows, rewards and legality of its four afterstates (``work.src[j]``: the
     board of the board cache that holds them, or -1: computed into ``work.next_*[j]``), and
     ``work.alive[j]``: whether that board has a move and the transition did not end the game. Rows the
@@ -372,7 +373,7 @@ def _minibatch_rows(replay, net, hp, rows, work):
     r_boards, r_actions, _, r_next, r_dones = replay[:5]
     layout = net[2]
     scratch = work.cells
-    for j in range(work.slots.shape[0]):
+    for j in range(lo, hi):
         s = work.slots[j]
         board = r_boards[s]
         i = work.slot_env[s]
@@ -411,8 +412,8 @@ def _bootstrap(net, hp, rows, rewards, legal, q4, c4):
 
 
 @kernel
-def _td_targets(replay, net, hp, rows, work, update, values):
-    """``DQNAgent.td_targets`` on afterstates: ``work.q[j]`` = V(afterstate j) and ``work.y[j]`` =
+def _td_targets(replay, net, hp, rows, work, update, values, lo, hi):
+    """``DQNAgent.td_targets`` on afterstates, samples ``lo`` to ``hi``: ``work.q[j]`` = V(afterstate j) and ``work.y[j]`` =
     ``gamma^k [alive] max_a' (r(s', a') + V_target(afterstate(s', a')))`` (:func:`_bootstrap`; a cached
     next board's once per ``update``, however many samples lead to it, or its ``values`` when they hold
     it: ``values`` ``(N, 4)`` float32, the boards' evaluation with the weights as they are now and a
@@ -421,7 +422,7 @@ def _td_targets(replay, net, hp, rows, work, update, values):
     r_rewards, r_steps = replay[2], replay[6]
     online = net[0]
     q, y = work.q, work.y
-    for j in range(q.shape[0]):
+    for j in range(lo, hi):
         s = work.slots[j]
         q[j] = gather(online, rows[j])
         t = np.float32(0.0)
@@ -472,30 +473,45 @@ def _loss_slopes(q, y, hp, slopes):
 
 
 @kernel
-def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, values):
+def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, values, team):
     """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
     ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
     segment (``hp.own_segment``: of this learner's, ``ctr['me']``). ``rows`` ``(B, P)`` int64 and
     ``slopes`` ``(B,)`` float32 keep the last update's sparse gradient (for its norm); ``work``: the
     learner's :class:`Work`; ``values`` ``(N, 4)`` float32: the boards' evaluation with the weights as they
-    are at the call, which the first update's targets read (``(0, 4)``: not known to be). Returns
-    :data:`OK`, or :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied;
-    the updates before it stay)."""
+    are at the call, which the first update's targets read (``(0, 4)``: not known to be). ``team``: a
+    :mod:`~dqnlab.core.team` array; with K members, this learner leads and the K - 1 helpers
+    (:func:`help_updates`) each compute the rows and targets of a share of every minibatch, which this
+    learner then applies as one step, as it would alone. Returns :data:`OK`, or :data:`NON_FINITE` at an
+    update whose loss is NaN or infinite (nothing of it applied; the updates before it stay)."""
     online, target = net[0], net[1]
     sizes = np.empty(replay[10].shape[0], np.int64)
-    work.boot_at[:] = -1
+    members = team[MEMBERS]
+    b = work.slots.shape[0]
     for u in range(updates):
         _sample_slots(rng, replay[7], replay[10], sizes, work.slots, hp, ctr[_ME])
-        _minibatch_rows(replay, net, hp, rows, work)  # the weight rows of every afterstate first ...
-        _td_targets(replay, net, hp, rows, work, u, values if u == 0 and not hp.separate_target else values[:0])
+        first = u == 0 and not hp.separate_target  # (the boards' values are the weights' now)
+        if members > 1:  # open the update to the helpers: they compute the other shares meanwhile
+            team[UPDATE] = ctr[_UPDATES]
+            team[FIRST] = first
+            atomic_add(team, GENERATION, 1)
+        lo, hi = share(b, members, 0)
+        _minibatch_rows(replay, net, hp, rows, work, lo, hi)  # the weight rows of every afterstate first ...
+        _td_targets(replay, net, hp, rows, work, ctr[_UPDATES], values if first else values[:0], lo, hi)
+        if members > 1:
+            wait_until(team, DONE, (members - 1) * team[GENERATION], False)
         loss, finite = _loss_slopes(work.q, work.y, hp, slopes)
         times[_LAST_LOSS] = loss
+        tc = hp.tc and totals[0][0] >= hp.tc_start
+        if members > 1:  # the step, each member the rows it owns (none: no step)
+            team[TC] = tc if finite else -1
+            atomic_add(team, GENERATION, 1)
+        if finite:
+            _apply(online, net[3], rows, slopes, hp, tc, 0, members)
+        if members > 1:
+            wait_until(team, DONE, (members - 1) * team[GENERATION], False)
         if not finite:
             return NON_FINITE
-        if hp.tc and totals[0][0] >= hp.tc_start:
-            tc_rows(online, net[3], rows, slopes, hp.lr)
-        else:
-            sgd_rows(online, rows, slopes, hp.sgd_lr)
         ctr[_UPDATES] += 1
         totals[0][0] += 1
         if hp.target_update > 1 and totals[0][0] // hp.target_update > totals[1][0]:
@@ -506,6 +522,15 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
             q_sum += work.q[j]
         times[_Q_MEAN] = q_sum / work.q.shape[0]
     return OK
+
+
+@inline
+def _apply(online, sums, rows, slopes, hp, tc, member, members):
+    """The update's step: temporal coherence (``tc``) or plain SGD, on the rows team member ``member`` owns."""
+    if tc:
+        tc_rows(online, sums, rows, slopes, hp.lr, member, members)
+    else:
+        sgd_rows(online, rows, slopes, hp.sgd_lr, member, members)
 
 
 @kernel
@@ -561,14 +586,14 @@ def _end_games(done, nxt, scores, moves, records, ctr, wall, epsilon, loss, rng,
 
 @kernel
 def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng, replay, replay_rng, nstep, net, hp,
-              ctr, totals, times, records, steps_of_all, rows, slopes, work):
+              ctr, totals, times, records, steps_of_all, rows, slopes, work, team):
     """Up to ``act_steps`` steps of ``Learner.act_step`` then, with ``learn``, ``Learner.learn`` (the
     updates owed); stops early at ``deadline`` (seconds of :func:`dqnlab.core.clock.now`), before a step
     whose finished games might not fit ``records`` ``(M, 7)`` float64 (:data:`RECORD_COLUMNS`, filled
     from ``ctr['records']``), after the step that brings this learner's updates to ``update_limit``
     (a sync round of ``independent``), or at a non-finite loss. ``steps_of_all`` ``(K,)`` int64: every learner's
     env steps, entry ``me`` written after each step (``shared``; epsilon and ``learning_starts`` count
-    them all: :func:`learning_ready`). Returns ``(status, act steps done)``."""
+    them all: :func:`learning_ready`); ``team``: :func:`learn_updates`'. Returns ``(status, act steps done)``."""
     cells, scores, moves, masks, values = env
     n = cells.shape[0]
     me = ctr[_ME]
@@ -624,7 +649,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
             owed = int(times[_CREDIT])
             if owed > 0:
                 status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work,
-                                       values)
+                                       values, team)
                 if status != OK:
                     return status, step + 1
                 times[_CREDIT] -= owed
@@ -632,3 +657,33 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
         if ctr[_UPDATES] >= update_limit:
             return OK, step + 1
     return OK, act_steps
+
+
+@kernel
+def help_updates(team, member, replay, net, hp, rows, slopes, work, values):
+    """Member ``member`` (1 to K - 1) of a team led by :func:`learn_updates`: for every update the leader
+    opens, the rows and targets of this member's share of its minibatch, then the step on the weight rows
+    it owns (:func:`dqnlab.core.ntuple.owns`), until the team stops. ``work``: the leader's :class:`Work`
+    with scratch of this thread's own (``cells``, ``boot``, ``boot_at``, ``q4``, ``c4``, ``clock``:
+    :func:`helper_work`); ``rows``, ``slopes`` and ``values``: the leader's."""
+    members = team[MEMBERS]
+    lo, hi = share(work.slots.shape[0], members, member)
+    seen = 0  # (the team is new: the leader has opened no update yet, or waits for this member's share of it)
+    while not wait_until(team, GENERATION, seen + 1, True):  # the targets of this member's share
+        seen += 1
+        _minibatch_rows(replay, net, hp, rows, work, lo, hi)
+        _td_targets(replay, net, hp, rows, work, team[UPDATE], values if team[FIRST] else values[:0], lo, hi)
+        atomic_add(team, DONE, 1)
+        if wait_until(team, GENERATION, seen + 1, True):  # the step on the rows this member owns
+            return
+        seen += 1
+        if team[TC] >= 0:
+            _apply(net[0], net[3], rows, slopes, hp, team[TC] != 0, member, members)
+        atomic_add(team, DONE, 1)
+
+
+def helper_work(work: Work) -> Work:
+    """A helper thread's :class:`Work`: the leader's arrays, with scratch of its own."""
+    n = work.boot.shape[0]
+    return work._replace(cells=np.empty(16, np.uint8), boot=np.empty(n, np.float32), boot_at=np.full(n, -1, np.int64),
+                         q4=np.empty(4, np.float32), c4=np.empty(4, np.float32), clock=clock_buffer())

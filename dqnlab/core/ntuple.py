@@ -221,16 +221,32 @@ def afterstate_values(cells16: np.ndarray, weights: np.ndarray, layout: tuple, l
     return any_legal
 
 
+#: Rows of a block that one thread of a team updates (:func:`owns`): 16 float32 weights, one cache line.
+BLOCK_BITS = 4
+
+
+@inline
+def owns(r, member, members):
+    """Whether team member ``member`` of ``members`` updates row ``r``: rows go by blocks of
+    ``2**BLOCK_BITS``, so that no two members write one cache line of the weights."""
+    return members == 1 or (r >> BLOCK_BITS) % members == member
+
+
 @kernel
-def sgd_rows(weights: np.ndarray, rows: np.ndarray, slopes: np.ndarray, lr: float) -> None:
+def sgd_rows(weights: np.ndarray, rows: np.ndarray, slopes: np.ndarray, lr: float, member: int = 0,
+             members: int = 1) -> None:
     """Plain SGD on the rows a minibatch used: ``weights[rows[i, p]] -= lr * slopes[i]``, in the order
     of ``rows`` ``(B, P)`` int64 (a row used twice takes both steps), ``slopes`` ``(B,)`` float32 the
-    loss's gradient with respect to each sample's value."""
+    loss's gradient with respect to each sample's value. With a team of ``members`` threads, the rows
+    member ``member`` :func:`owns` (each thread its own; together the whole step, each row's steps in the same
+    order)."""
     step = np.float32(-lr)
     for i in range(rows.shape[0]):
         s = step * slopes[i]
         for p in range(rows.shape[1]):
-            weights[rows[i, p]] += s
+            r = rows[i, p]
+            if owns(r, member, members):
+                weights[r] += s
 
 
 @inline
@@ -244,7 +260,8 @@ def _tc_step(weights, sums, r, g, lr):
 
 
 @kernel
-def tc_rows(weights: np.ndarray, sums: np.ndarray, rows: np.ndarray, slopes: np.ndarray, lr: float) -> None:
+def tc_rows(weights: np.ndarray, sums: np.ndarray, rows: np.ndarray, slopes: np.ndarray, lr: float, member: int = 0,
+            members: int = 1) -> None:
     """Temporal coherence learning (TC; Beal and Smith 1999, as Jaskowski 2018 uses it for 2048) on the
     rows a minibatch used: each weight has its own step size, ``lr * |E| / A``, from the sum ``E`` of
     the gradients it got and the sum ``A`` of their magnitudes (a weight never updated steps at
@@ -252,11 +269,13 @@ def tc_rows(weights: np.ndarray, sums: np.ndarray, rows: np.ndarray, slopes: np.
     they do once it has learned what it can, slows to a halt. Then ``E += g``, ``A += |g|``.
     ``weights`` ``(R,)`` float32 and ``sums`` ``(R, 2)`` float32 (``E``, ``A`` side by side: one cache line
     holds both of an entry's), in place; ``rows`` ``(B, P)`` int64 and ``slopes`` ``(B,)`` float32 as
-    :func:`sgd_rows`, in the same order (a row used twice takes both steps)."""
+    :func:`sgd_rows`, in the same order (a row used twice takes both steps), and with a team, as it."""
     for i in range(rows.shape[0]):
         g = slopes[i]
         for p in range(rows.shape[1]):
-            _tc_step(weights, sums, rows[i, p], g, lr)
+            r = rows[i, p]
+            if owns(r, member, members):
+                _tc_step(weights, sums, r, g, lr)
 
 
 @kernel

@@ -11,7 +11,9 @@ TensorBoard and every scheme see no difference but speed.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ import numpy as np
 from ..config import TrainConfig
 from ..core import loops
 from ..core.ntuple import placements, sparse_grad_norm
+from ..core.team import STOP, new_team
 
 __all__ = ["NativeLoop", "native_reason"]
 
@@ -107,6 +110,7 @@ class NativeLoop:
         self.work: loops.Work | None = None  # (made for the replay the learner has when it first runs)
         self.ctr = np.zeros(len(loops.COUNTERS), np.int64)
         self.times = np.zeros(len(loops.TIMES), np.float64)
+        self.team = new_team(1)  # (alone: :meth:`team_up` makes it a team's leader)
 
     def run(self, act_steps: int, deadline: float | None = None, learn: bool = True,
             update_limit: int | None = None) -> int:
@@ -135,7 +139,7 @@ class NativeLoop:
                 np.iinfo(np.int64).max if update_limit is None else update_limit,
                 (env.boards.reshape(n, 16), env.scores, env.moves, ln.masks, ln.values), env.rng, ln.agent.rng, replay,
                 ln.buffer.rng, ring, self._net(), self.hp, self.ctr, self.totals, self.times, self.records,
-                self.steps_of_all, self.rows, self.slopes, self.work)
+                self.steps_of_all, self.rows, self.slopes, self.work, self.team)
             done_steps += steps
             self._log(int(self.ctr[4]))
             if status != loops.RECORDS_FULL or done_steps >= act_steps:
@@ -143,6 +147,21 @@ class NativeLoop:
         ln.boards = env.boards.copy()
         self._end(segments, status)
         return done_steps * n
+
+    def team_up(self, members: int) -> list[Callable[[], None]]:
+        """Lead a team of ``members`` threads that share every update (:mod:`dqnlab.core.team`): returns the
+        bodies of the ``members - 1`` helpers (:func:`dqnlab.core.loops.help_updates`), each to run in a
+        thread of its own until :meth:`disband`. The updates are this learner's alone, the same ones."""
+        ln = self.learner
+        replay, _ = self._begin()
+        ln.values = np.ascontiguousarray(ln.values, np.float32)  # (as :meth:`run` keeps it: the helpers read it)
+        self.team = new_team(members)
+        return [functools.partial(loops.help_updates, self.team, k, replay, self._net(), self.hp, self.rows,
+                                  self.slopes, loops.helper_work(self.work), ln.values) for k in range(1, members)]
+
+    def disband(self) -> None:
+        """Tell the helpers of :meth:`team_up` to return (a helper waiting for an update returns at once)."""
+        self.team[STOP] = 1
 
     def count_updates_in(self, counter: np.ndarray | None) -> None:
         """Count this learner's updates in ``counter`` ``(1,)`` int64 one by one, as the kernels make them (a
@@ -162,7 +181,8 @@ class NativeLoop:
         """
         replay, segments = self._begin()
         status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
-                                     self.totals, self.times, self.rows, self.slopes, self.work, _NO_VALUES)
+                                     self.totals, self.times, self.rows, self.slopes, self.work, _NO_VALUES,
+                                     self.team)
         self._end(segments, status)
 
     def _begin(self) -> tuple[tuple, tuple]:

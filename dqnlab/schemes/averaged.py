@@ -61,7 +61,7 @@ __all__ = ["Options", "Replica", "run", "draw_minibatches", "changes_since"]
 class Options(SchemeOptions):
     """Options of ``averaged`` (keyword arguments of :func:`dqnlab.train`)."""
 
-    comm: str = comm_option()
+    comm: str = comm_option(threads=True)
     average_every: int = option(1, "Updates between two averages of the workers' weights (1: every update, "
                                 "synchronous model averaging; more: local SGD).", unit="updates", low=1,
                                 applies=when("comm", "allreduce"))

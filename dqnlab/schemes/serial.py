@@ -6,6 +6,7 @@ stepped at once, batched updates at a fixed replay ratio.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from ..runtime.learner import Learner
 from ..runtime.loop import RunLoop
 from ..runtime.results import RunResult
 
-__all__ = ["Options", "run"]
+__all__ = ["Options", "run", "one_learner"]
 
 
 @dataclass(frozen=True)
@@ -64,26 +65,46 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     """
     if workers != 1:
         raise ValueError(f"workers must be 1 for the serial scheme, got {workers!r}")
+    return one_learner("serial", config, options, progress=progress, callback=callback, checkpoint=_checkpoint)
+
+
+def one_learner(scheme: str, config: TrainConfig, options: SchemeOptions, *, team: int = 1, progress: bool = True,
+                callback: Callable[[RunResult], Any] | None = None, checkpoint: Checkpointer | None = None,
+                extra: dict[str, Any] | None = None) -> RunResult:
+    """One learner in this process until the budget of ``config`` is spent (:func:`run`); with ``team`` K > 1
+    threads, K - 1 helpers compute shares of every update's minibatch beside it on the compiled core
+    (:meth:`~dqnlab.runtime.native.NativeLoop.team_up`), and the learner applies each update as one step:
+    ``sharded`` on one machine. ``scheme``, ``options`` and ``extra`` name the run in its result."""
     learner = Learner(config, device=config.device)
-    resumed = _checkpoint.take_state() if _checkpoint is not None else None
+    resumed = checkpoint.take_state() if checkpoint is not None else None
     if resumed is not None:
         learner.load_state_dict(resumed.pop("learner"))
+    helpers = [threading.Thread(target=body, name=f"dqnlab-{scheme}-{k}", daemon=True)
+               for k, body in enumerate(learner.native.team_up(team) if team > 1 else [], 1)]
 
     def time_split() -> dict[str, float]:
         return {**learner.timing, "communication": 0.0}
 
     def result(status: str | None = None) -> RunResult:
         weights = learner.agent.weight_views() if loop.closed else learner.agent.get_weights()  # (a snapshot: copies)
-        return build_result("serial", config, 1, loop, learner.progress(time_split()), weights, status,
-                            extra={"replay": learner.buffer.statistics()})
+        return build_result(scheme, config, team, loop, learner.progress(time_split()), weights, status,
+                            options.to_dict(), {**(extra or {}), "replay": learner.buffer.statistics()})
 
-    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint,
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=checkpoint,
                    state=lambda: {"learner": learner.state_dict(copy_agent=False)})  # (written at once)
     learner.clock0 = loop.t0
 
     def train() -> None:
-        while not loop.done:
-            learner.run(loop.chunk_steps(config.n_envs), loop.report_deadline())
-            loop.report(learner.progress(time_split()))
+        for thread in helpers:
+            thread.start()
+        try:
+            while not loop.done:
+                learner.run(loop.chunk_steps(config.n_envs), loop.report_deadline())
+                loop.report(learner.progress(time_split()))
+        finally:
+            if helpers:
+                learner.native.disband()
+            for thread in helpers:
+                thread.join()
 
-    return run_to_end("serial", loop, train, result)
+    return run_to_end(scheme, loop, train, result)

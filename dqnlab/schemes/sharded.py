@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,9 @@ from ..parallel.comm import comm_option
 from ..parallel.rounds import run_rounds
 from ..replay import Minibatch
 from ..runtime.learner import Learner
+from ..runtime.native import native_reason
 from ..runtime.results import RunResult
+from .serial import one_learner
 
 __all__ = ["Options", "Replica", "run", "shard"]
 
@@ -58,7 +60,7 @@ __all__ = ["Options", "Replica", "run", "shard"]
 class Options(SchemeOptions):
     """Options of ``sharded`` (keyword arguments of :func:`dqnlab.train`)."""
 
-    comm: str = comm_option()
+    comm: str = comm_option(threads=True)
 
 
 def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
@@ -153,6 +155,19 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if workers > config.batch_size:
         raise ValueError(f"sharded needs batch_size >= workers (one transition per shard), "
                          f"got batch_size {config.batch_size} and {workers} workers")
+    reason = native_reason(config, config.device)
+    comm = options.comm if options.comm != "auto" else "allreduce" if reason else "threads"
+    sizes = shard(Minibatch(*(np.zeros(config.batch_size),) * 6), workers)[1]
+    extra = {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size, "optimizer": config.optimizer}
+    if comm == "threads":
+        if reason:
+            raise ValueError(f"sharded with comm='threads' runs on the compiled core, and {reason}; "
+                             f"use comm='allreduce'")
+        if _fault is not None:
+            raise ValueError("a fault is injected into a worker process; comm='threads' has none")
+        return one_learner("sharded", config, replace(options, comm="threads"), team=workers, progress=progress,
+                           callback=callback, checkpoint=_checkpoint, extra=extra)
+    options = replace(options, comm=comm)
 
     def sample(learner: Learner) -> list[Minibatch]:
         return [learner.buffer.sample(config.batch_size)]
@@ -160,7 +175,5 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     def split(batches: list[Minibatch]) -> tuple[list[Minibatch], np.ndarray]:
         return shard(batches[0], workers)  # joblib: the shards, averaged weighted by their sizes
 
-    sizes = shard(Minibatch(*(np.zeros(config.batch_size),) * 6), workers)[1]
-    return run_rounds("sharded", config, workers, progress, callback, options, Replica, sample, split,
-                      {"shard_sizes": sizes.tolist(), "effective_batch": config.batch_size,
-                       "optimizer": config.optimizer}, _fault, _checkpoint)
+    return run_rounds("sharded", config, workers, progress, callback, options, Replica, sample, split, extra,
+                      _fault, _checkpoint)
