@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import dqnlab
-from dqnlab import evaluate, load_player, play
+from dqnlab import TrainConfig, evaluate, load_player, play
 from dqnlab.cli import main
 from dqnlab.runtime.checkpoint import load_checkpoint
 from dqnlab.runtime.results import TIME_SPLIT_KEYS
@@ -119,6 +119,18 @@ def test_bench_scaling_scores_each_run_on_the_same_games():
     assert row["greedy_score_mean"] > 0
     (plain,) = bench_scaling(["serial"], [1], seconds=0.5)
     assert plain["greedy_score_mean"] is None
+
+
+def test_bench_scaling_runs_each_preset_asked_for_and_names_it(capsys):
+    from dqnlab.bench.scaling import scaling_config
+
+    code = main(["bench", "scaling", "--presets", "mlp,ntuple-small", "--schemes", "serial", "--workers", "1",
+                 "--seconds", "0.5", "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["preset"], r["spec"]) for r in rows] == [("mlp", "serial"), ("ntuple-small", "serial")]
+    assert rows[0]["learning_starts"] == 2_000 and scaling_config("mlp").buffer_size == 50_000
+    assert scaling_config("default") == TrainConfig.preset("default")
 
 
 def test_a_second_run_into_the_same_out_says_what_to_do_and_overwrite_replaces_it(tmp_path, capsys):

@@ -9,7 +9,7 @@ from ..config import TrainConfig
 from ..schemes import parse_scheme_spec
 from .timing import warm_up
 
-__all__ = ["bench_scaling"]
+__all__ = ["SCALING_SCHEMES", "scaling_config", "bench_scaling"]
 
 
 def _steady_rate(history: Any, column: str) -> float:
@@ -23,9 +23,13 @@ def _steady_rate(history: Any, column: str) -> float:
     return float((b[column] - a[column]) / dt) if dt > 0 else float("nan")
 
 
-def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "sharded", "averaged"),
-                  workers: Sequence[int] = (1, 2), seconds: float = 20.0, config: TrainConfig | None = None,
-                  seed: int = 0, eval_games: int = 0) -> list[dict[str, Any]]:
+#: Every scheme, and the variants whose speed differs most: what ``bench scaling`` measures by default.
+SCALING_SCHEMES = ("serial", "independent", "shared", "shared:lock=false,threads=true", "sharded", "averaged",
+                   "averaged:average_every=16", "actors")
+
+
+def bench_scaling(schemes: Sequence[str] = SCALING_SCHEMES, workers: Sequence[int] = (1, 2), seconds: float = 20.0,
+                  config: TrainConfig | None = None, seed: int = 0, eval_games: int = 0) -> list[dict[str, Any]]:
     """Speed and time split of each scheme at each worker count, one timed run each.
 
     Every run trains for ``seconds`` of wall time (no step budget) with the same
@@ -46,8 +50,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     seconds : float
         Wall-clock budget of each run (> 0).
     config : TrainConfig, optional
-        Default: the ``mlp`` preset with ``learning_starts=2_000`` (per learner)
-        and ``buffer_size=50_000``, so that learning starts early in a short run.
+        Default: the ``default`` preset (:func:`scaling_config`).
     seed : int
     eval_games : int
         If > 0, each run's final weights play this many greedy games (seed ``seed + 1``,
@@ -91,7 +94,7 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
         raise ValueError(f"workers must be integers >= 1, got {workers!r}")
     if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
         raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
-    base = config or TrainConfig.preset("mlp", learning_starts=2_000, buffer_size=50_000)
+    base = config or scaling_config("default")
     cfg = base.replace(total_env_steps=None, max_seconds=float(seconds), seed=seed)
     rows: list[dict[str, Any]] = []
     for spec, name, options in runs:
@@ -125,3 +128,11 @@ def bench_scaling(schemes: Sequence[str] = ("serial", "independent", "shared", "
     for r in rows:
         r["speedup_vs_serial"] = r["env_steps_per_s"] / serial if serial else None
     return rows
+
+
+def scaling_config(preset: str) -> TrainConfig:
+    """The config ``bench scaling`` runs for ``preset``: the preset's, and for a neural network's
+    (``mlp``, ``cnn``), ``learning_starts=2_000`` and ``buffer_size=50_000``, so that learning starts early
+    in a short run (the n-tuple presets' learning starts within a second)."""
+    config = TrainConfig.preset(preset)
+    return config if config.network == "ntuple" else config.replace(learning_starts=2_000, buffer_size=50_000)

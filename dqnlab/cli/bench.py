@@ -20,7 +20,7 @@ _TAKES: dict[str, set[str]] = {
     "game": {"results"},
     "update": {"results"},
     "acting": {"results", "bench_n_envs"},
-    "scaling": {"results", "schemes", "workers", "seconds", "eval_games"},
+    "scaling": {"results", "presets", "schemes", "workers", "seconds", "eval_games"},
     "search": {"results", "run", "depths", "games", "seed"},
     "peers": {"results", "threads", "quick", "no_keras"},
     "learner": {"results", "threads", "quick", "compile", "devices"},
@@ -94,15 +94,19 @@ def _measure(args: argparse.Namespace) -> tuple[Any, str]:
         note = (f"the same {rows[0]['games']} games at each depth, one process, one thread; depth 1 is the greedy "
                 f"player, all its games' boards in one batch per move (its speed grows with --games)")
     elif args.what == "scaling":
+        from ..bench.scaling import SCALING_SCHEMES, scaling_config
+
         workers = int_list(args.workers, "1,2", "--workers")
         seconds = args.seconds if args.seconds is not None else 20.0
-        rows = bench.bench_scaling(csv_items(args.schemes, "serial,independent,shared,sharded,averaged"), workers,
-                                   seconds, eval_games=args.eval_games or 0)
+        schemes = csv_items(args.schemes, ",".join(SCALING_SCHEMES))
         cols = ["spec", "workers", "env_steps_per_s", "updates_per_s", "acting", "learning", "communication",
                 "speedup_vs_serial"] + (["greedy_score_mean"] if args.eval_games else [])
-        rows = [{c: r[c] for c in cols} | {"learning_starts": r["learning_starts"]} for r in rows]
+        rows = [{"preset": preset} | {c: r[c] for c in cols} | {"learning_starts": r["learning_starts"]}
+                for preset in csv_items(args.presets, "default")
+                for r in bench.bench_scaling(schemes, workers, seconds, scaling_config(preset),
+                                             eval_games=args.eval_games or 0)]
         note = (f"each row: one run of {seconds:g} s; acting / learning / communication: fractions of the time "
-                f"split, summed over workers; speedup: env steps/s over serial's")
+                f"split, summed over workers; speedup: env steps/s over serial's of the same preset")
     elif args.what == "acting":
         rows = [{c: r[c] for c in ("n_envs", "env_steps_per_s", "us_per_env_step", "ms_per_step", "speedup")}
                 for r in bench.bench_acting(int_list(args.bench_n_envs, "1,8,64", "--n-envs"))]

@@ -138,13 +138,14 @@ def _add_bench(sub) -> None:
                         "moves/s and score at each depth of expectimax (--run, --depths, --games); readme: write the README's "
                         "results tables from the results store (--results DIR, --write README)")
     b.add_argument("--json", action="store_true", help="print JSON")
-    b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (default serial,independent,shared,"
-                                     "sharded,averaged; learning: serial,shared), each with optional "
+    b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (scaling: every scheme and its "
+                                     "fastest and slowest variants; learning: serial,shared), each with optional "
                                      ":OPTION=VALUE scheme options, e.g. shared:lock=false, shared:threads=true, "
                                      "independent:sync=final, averaged:average_every=4, sharded:comm=joblib "
                                      "(sharded:joblib for short)")
     b.add_argument("--workers", help="scaling, learning: comma-separated worker counts (default 1,2)")
-    b.add_argument("--presets", help="learning: comma-separated presets (default default,cnn,mlp-afterstate,mlp)")
+    b.add_argument("--presets", help="scaling, learning: comma-separated presets (scaling: default default; "
+                                     "learning: default,cnn,mlp-afterstate,mlp)")
     b.add_argument("--minutes", type=positive_float, help="learning: training budget of each configuration "
                                                            "(default 10)")
     b.add_argument("--games", type=positive_int, help="learning: greedy games per evaluation (default 1000); "

@@ -31,29 +31,22 @@ __all__ = ["COMM_CHANNELS", "THREADED_CHANNELS", "comm_option", "Comm", "AllRedu
 
 #: The ways ``sharded`` and ``averaged`` combine their workers' steps across processes (``comm`` option).
 COMM_CHANNELS = ("allreduce", "joblib")
-#: ``sharded``'s: also threads of this process over the compiled core, and ``auto`` (threads where the learner runs
-#: on the compiled core, else allreduce).
+#: The ``comm`` option's values: also threads of this process over the compiled core (``sharded``), and ``auto``
+#: (threads where the scheme has them and the learner runs on the compiled core, else allreduce).
 THREADED_CHANNELS = ("auto", "threads", *COMM_CHANNELS)
 
 
-def comm_option(threads: bool = False) -> Any:
-    """The ``comm`` option of ``sharded`` and ``averaged`` (declared here once for both); ``threads``: with the
-    choices of :data:`THREADED_CHANNELS`, ``auto`` the default."""
-    if threads:
-        return option("auto", "How the workers' shares of every update are combined: threads (helper threads of "
-                      "this process compute shares of each minibatch on the compiled core, and the learner applies "
-                      "them as one step; n-tuple networks on the CPU), allreduce (a torch.distributed gloo process "
-                      "group), joblib (a round trip of the whole state per update), or auto (threads where the "
-                      "learner runs on the compiled core, else allreduce).", choices=THREADED_CHANNELS,
-                      tip="How the workers share every update: threads (in this process, on the compiled core: "
-                          "the fastest), allreduce (worker processes that add up their gradients), joblib (the "
-                          "whole learner sent to each worker and back, every update: far slower) or auto.")
-    return option("allreduce", "How the workers' steps are combined: allreduce (a torch.distributed gloo process "
-                  "group; only the minibatch and the reduced tensors travel) or joblib (a round trip of the "
-                  "whole state per update).", choices=COMM_CHANNELS,
-                  tip="How the workers combine their steps at every update: allreduce (the workers add up their "
-                      "gradients among themselves; only those travel) or joblib (the whole learner's state goes to "
-                      "each worker and back, every update: far slower).")
+def comm_option() -> Any:
+    """The ``comm`` option of ``sharded`` and ``averaged`` (declared here once for both: one flag)."""
+    return option("auto", "How the workers' steps of every update are combined: threads (sharded: helper threads "
+                  "of this process compute shares of each minibatch on the compiled core, and the learner applies "
+                  "them as one step; n-tuple networks on the CPU), allreduce (a torch.distributed gloo process "
+                  "group; only the minibatch and the reduced tensors travel), joblib (a round trip of the whole "
+                  "state per update), or auto (threads where the scheme has them and the learner runs on the "
+                  "compiled core, else allreduce).", choices=THREADED_CHANNELS,
+                  tip="How the workers combine their steps at every update: threads (in this process, on the "
+                      "compiled core: the fastest), allreduce (worker processes that add up their gradients), "
+                      "joblib (the whole learner sent to each worker and back, every update: far slower) or auto.")
 
 
 class Comm:

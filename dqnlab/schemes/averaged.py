@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -61,13 +61,13 @@ __all__ = ["Options", "Replica", "run", "draw_minibatches", "changes_since"]
 class Options(SchemeOptions):
     """Options of ``averaged`` (keyword arguments of :func:`dqnlab.train`)."""
 
-    comm: str = comm_option(threads=True)
+    comm: str = comm_option()
     average_every: int = option(1, "Updates between two averages of the workers' weights (1: every update, "
                                 "synchronous model averaging; more: local SGD).", unit="updates", low=1,
-                                applies=when("comm", "allreduce"))
+                                applies=when("comm", "allreduce", "auto"))
     average_moments: bool = option(False, "Average Adam's moments with the weights too (3x the data; "
                                    "no effect with SGD). Off: each worker keeps its own moments, as local SGD does.",
-                                   applies=when("comm", "allreduce"))
+                                   applies=when("comm", "allreduce", "auto"))
 
 
 class Replica(replica.Replica):
@@ -265,6 +265,11 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     DivergedError
         If a TD loss is non-finite.
     """
+
+    if options.comm == "threads":
+        raise ValueError("averaged runs its workers as processes: comm must be auto, allreduce or joblib "
+                         "(threads is sharded's)")
+    options = replace(options, comm="allreduce" if options.comm == "auto" else options.comm)
 
     def sample(learner: Learner) -> list[Minibatch]:
         return draw_minibatches(learner, workers)

@@ -60,7 +60,7 @@ __all__ = ["Options", "Replica", "run", "shard"]
 class Options(SchemeOptions):
     """Options of ``sharded`` (keyword arguments of :func:`dqnlab.train`)."""
 
-    comm: str = comm_option(threads=True)
+    comm: str = comm_option()
 
 
 def shard(batch: Minibatch, k: int) -> tuple[list[Minibatch], np.ndarray]:
