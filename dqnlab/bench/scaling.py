@@ -24,7 +24,7 @@ def _steady_rate(history: Any, column: str) -> float:
 
 
 #: Every scheme, and the variants whose speed differs most: what ``bench scaling`` measures by default.
-SCALING_SCHEMES = ("serial", "independent", "shared", "shared:lock=false,threads=true", "sharded", "averaged",
+SCALING_SCHEMES = ("serial", "independent", "shared", "shared:lock=false:threads=true", "sharded", "averaged",
                    "averaged:average_every=16", "actors")
 
 

@@ -46,10 +46,28 @@ import numpy as np
 
 from .bitboard import afterstate, inline, kernel, move_batch, new_boards_into, pack, spawn_batch, transpose
 from .clock import clock_buffer, now
-from .ntuple import afterstate_rows, features, gather, sgd_rows, tc_rows
-from .team import DONE, FIRST, GENERATION, MEMBERS, TC, UPDATE, atomic_add, share, wait_until
+from .ntuple import afterstate_rows, features, gather, owns, sgd_rows, tc_rows
+from .team import (
+    AVERAGE,
+    AVERAGES,
+    BAD,
+    DONE,
+    EVERY,
+    FIRST,
+    GENERATION,
+    MEAN,
+    MEMBERS,
+    MODE,
+    PHASE,
+    STEP,
+    TC,
+    UPDATE,
+    atomic_add,
+    share,
+    wait_until,
+)
 
-__all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "help_updates", "helper_work", "learning_ready", "OK", "RECORDS_FULL",
+__all__ = ["Hyper", "Work", "workspace", "COUNTERS", "TIMES", "RECORD_COLUMNS", "run_chunk", "learn_updates", "help_updates", "helper_work", "help_average", "member_work", "crew_of", "learning_ready", "OK", "RECORDS_FULL",
            "NON_FINITE"]
 
 #: Status of a chunk: ran to its end (or deadline); stopped before a step whose games might not fit
@@ -473,17 +491,20 @@ def _loss_slopes(q, y, hp, slopes):
 
 
 @kernel
-def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, values, team):
+def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slopes, work, values, team, crew):
     """``updates`` DQN updates (:meth:`dqnlab.DQNAgent.update` on ``ReplayBuffer.sample``), each on
     ``batch_size`` transitions drawn uniformly with replacement from the filled slots of every
     segment (``hp.own_segment``: of this learner's, ``ctr['me']``). ``rows`` ``(B, P)`` int64 and
     ``slopes`` ``(B,)`` float32 keep the last update's sparse gradient (for its norm); ``work``: the
     learner's :class:`Work`; ``values`` ``(N, 4)`` float32: the boards' evaluation with the weights as they
     are at the call, which the first update's targets read (``(0, 4)``: not known to be). ``team``: a
-    :mod:`~dqnlab.core.team` array; with K members, this learner leads and the K - 1 helpers
-    (:func:`help_updates`) each compute the rows and targets of a share of every minibatch, which this
-    learner then applies as one step, as it would alone. Returns :data:`OK`, or :data:`NON_FINITE` at an
-    update whose loss is NaN or infinite (nothing of it applied; the updates before it stay)."""
+    :mod:`~dqnlab.core.team` array; with K members, this learner leads: sharing each minibatch, the K - 1
+    helpers (:func:`help_updates`) each compute the rows and targets of a share of it, which this learner
+    then applies as one step, as it would alone; averaging (:func:`help_average`), each member steps its own
+    table ``crew[0][k]`` on a minibatch of its own, and every ``team[EVERY]`` updates the rows they changed
+    are averaged (:func:`_average_rows`). ``crew``: :func:`crew_of`'s. Returns :data:`OK`, or
+    :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied; the updates
+    before it stay; averaging, at any member's)."""
     online, target = net[0], net[1]
     sizes = np.empty(replay[10].shape[0], np.int64)
     members = team[MEMBERS]
@@ -491,6 +512,14 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
     for u in range(updates):
         _sample_slots(rng, replay[7], replay[10], sizes, work.slots, hp, ctr[_ME])
         first = u == 0 and not hp.separate_target  # (the boards' values are the weights' now)
+        if members > 1 and team[MODE] == AVERAGE:
+            for k in range(1, members):  # the members' own minibatches, drawn after the learner's
+                _sample_slots(rng, replay[7], replay[10], sizes, crew[4][k], hp, ctr[_ME])
+            if not _averaged_update(team, crew, replay, net, hp, rows, slopes, work, values if first else values[:0],
+                                    ctr[_UPDATES], hp.tc and totals[0][0] >= hp.tc_start, times):
+                return NON_FINITE
+            _count_update(ctr, totals, times, hp, work, online, target)
+            continue
         if members > 1:  # open the update to the helpers: they compute the other shares meanwhile
             team[UPDATE] = ctr[_UPDATES]
             team[FIRST] = first
@@ -512,16 +541,86 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
             wait_until(team, DONE, (members - 1) * team[GENERATION], False)
         if not finite:
             return NON_FINITE
-        ctr[_UPDATES] += 1
-        totals[0][0] += 1
-        if hp.target_update > 1 and totals[0][0] // hp.target_update > totals[1][0]:
-            totals[1][0] = totals[0][0] // hp.target_update
-            target[:] = online
-        q_sum = 0.0
-        for j in range(work.q.shape[0]):
-            q_sum += work.q[j]
-        times[_Q_MEAN] = q_sum / work.q.shape[0]
+        _count_update(ctr, totals, times, hp, work, online, target)
     return OK
+
+
+@inline
+def _count_update(ctr, totals, times, hp, work, online, target):
+    """After an update: the counters, the target's sync when due, the mean trained value."""
+    ctr[_UPDATES] += 1
+    totals[0][0] += 1
+    if hp.target_update > 1 and totals[0][0] // hp.target_update > totals[1][0]:
+        totals[1][0] = totals[0][0] // hp.target_update
+        target[:] = online
+    q_sum = 0.0
+    for j in range(work.q.shape[0]):
+        q_sum += work.q[j]
+    times[_Q_MEAN] = q_sum / work.q.shape[0]
+
+
+@kernel
+def _own_step(replay, net, hp, rows, slopes, work, values, update, tc, crew, member):
+    """An ``averaged`` member's update: the rows, targets and step of its own minibatch (``work.slots``) on its
+    own table (``net``), the rows it changed logged in ``crew`` for the next average. Returns ``(loss, finite)``
+    (not finite: no step)."""
+    b = work.slots.shape[0]
+    _minibatch_rows(replay, net, hp, rows, work, 0, b)
+    _td_targets(replay, net, hp, rows, work, update, values, 0, b)
+    loss, finite = _loss_slopes(work.q, work.y, hp, slopes)
+    if finite:
+        _apply(net[0], net[3], rows, slopes, hp, tc, 0, 1)
+        logs, logged = crew[2], crew[3]
+        n = logged[member]
+        for j in range(b):
+            for p in range(rows.shape[1]):
+                logs[member, n + j, p] = rows[j, p]
+        logged[member] = n + b
+    return loss, finite
+
+
+@kernel
+def _averaged_update(team, crew, replay, net, hp, rows, slopes, work, values, update, tc, times):
+    """The leader's part of an ``averaged`` team's update: every member's own step at once, then, every
+    ``team[EVERY]`` updates, the average of the rows they changed. Returns whether every loss was finite."""
+    members = team[MEMBERS]
+    team[UPDATE] = update
+    team[TC] = tc
+    team[PHASE] = STEP
+    team[BAD] = 0
+    atomic_add(team, GENERATION, 1)
+    loss, finite = _own_step(replay, net, hp, rows, slopes, work, values, update, tc, crew, 0)
+    times[_LAST_LOSS] = loss
+    wait_until(team, DONE, (members - 1) * team[GENERATION], False)
+    if not finite or team[BAD] > 0:
+        return False
+    if (update + 1) % team[EVERY] == 0:
+        team[PHASE] = MEAN
+        atomic_add(team, GENERATION, 1)
+        _average_rows(crew, 0, members)
+        wait_until(team, DONE, (members - 1) * team[GENERATION], False)
+        crew[3][:] = 0
+        team[AVERAGES] += 1
+    return True
+
+
+@kernel
+def _average_rows(crew, member, members):
+    """Member ``member``'s share of an average: every table row any member changed since the last average
+    (``crew``'s logs) that this member owns (:func:`dqnlab.core.ntuple.owns`) set, in every member's table,
+    to the members' mean (summed in float64; a row named again finds the mean already there)."""
+    tables, logs, logged = crew[0], crew[2], crew[3]
+    for k in range(members):
+        for i in range(logged[k]):
+            for p in range(logs.shape[2]):
+                r = logs[k, i, p]
+                if owns(r, member, members):
+                    total = 0.0
+                    for m in range(members):
+                        total += tables[m, r]
+                    mean = np.float32(total / members)
+                    for m in range(members):
+                        tables[m, r] = mean
 
 
 @inline
@@ -586,14 +685,15 @@ def _end_games(done, nxt, scores, moves, records, ctr, wall, epsilon, loss, rng,
 
 @kernel
 def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng, replay, replay_rng, nstep, net, hp,
-              ctr, totals, times, records, steps_of_all, rows, slopes, work, team):
+              ctr, totals, times, records, steps_of_all, rows, slopes, work, team, crew):
     """Up to ``act_steps`` steps of ``Learner.act_step`` then, with ``learn``, ``Learner.learn`` (the
     updates owed); stops early at ``deadline`` (seconds of :func:`dqnlab.core.clock.now`), before a step
     whose finished games might not fit ``records`` ``(M, 7)`` float64 (:data:`RECORD_COLUMNS`, filled
     from ``ctr['records']``), after the step that brings this learner's updates to ``update_limit``
     (a sync round of ``independent``), or at a non-finite loss. ``steps_of_all`` ``(K,)`` int64: every learner's
     env steps, entry ``me`` written after each step (``shared``; epsilon and ``learning_starts`` count
-    them all: :func:`learning_ready`); ``team``: :func:`learn_updates`'. Returns ``(status, act steps done)``."""
+    them all: :func:`learning_ready`); ``team``, ``crew``: :func:`learn_updates`'. Returns ``(status, act steps
+    done)``."""
     cells, scores, moves, masks, values = env
     n = cells.shape[0]
     me = ctr[_ME]
@@ -649,7 +749,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
             owed = int(times[_CREDIT])
             if owed > 0:
                 status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work,
-                                       values, team)
+                                       values, team, crew)
                 if status != OK:
                     return status, step + 1
                 times[_CREDIT] -= owed
@@ -687,3 +787,45 @@ def helper_work(work: Work) -> Work:
     n = work.boot.shape[0]
     return work._replace(cells=np.empty(16, np.uint8), boot=np.empty(n, np.float32), boot_at=np.full(n, -1, np.int64),
                          q4=np.empty(4, np.float32), c4=np.empty(4, np.float32), clock=clock_buffer())
+
+
+@kernel
+def help_average(team, member, crew, replay, net, hp, rows, slopes, work):
+    """Member ``member`` (1 to K - 1) of an ``averaged`` team led by :func:`learn_updates`: for every update,
+    one step of its own table ``net`` on its own minibatch, which the learner drew into ``crew[4][member]``
+    (:func:`_own_step`); for every average, its share of it (:func:`_average_rows`); until the team stops.
+    ``work``: :func:`member_work`'s, its ``slots`` that row of ``crew[4]``."""
+    no_values = np.zeros((0, 4), np.float32)
+    seen = 0
+    while not wait_until(team, GENERATION, seen + 1, True):
+        seen += 1
+        if team[PHASE] == STEP:
+            _, finite = _own_step(replay, net, hp, rows, slopes, work, no_values, team[UPDATE], team[TC] != 0, crew,
+                                  member)
+            if not finite:
+                atomic_add(team, BAD, 1)
+        else:
+            _average_rows(crew, member, team[MEMBERS])
+        atomic_add(team, DONE, 1)
+
+
+def member_work(work: Work, slots: np.ndarray) -> Work:
+    """An ``averaged`` member's :class:`Work`: the leader's board cache, with ``slots`` ``(B,)`` int64 (its
+    minibatch, which the learner draws), every other per-sample array and the scratch of its own."""
+    b, p = work.next_rows.shape[0], work.next_rows.shape[2]
+    return helper_work(work)._replace(
+        next_rows=np.empty((b, 4, p), np.int64), next_rewards=np.empty((b, 4), np.float32),
+        next_legal=np.empty((b, 4), np.bool_), slots=slots, q=np.empty(b, np.float32),
+        y=np.empty(b, np.float32), alive=np.empty(b, np.bool_), own_points=np.empty(b, np.int64),
+        src=np.empty(b, np.int64))
+
+
+def crew_of(tables: np.ndarray, sums: np.ndarray, log_rows: int = 0, placements: int = 0, batch_size: int = 0) -> tuple:
+    """The ``crew`` argument of :func:`learn_updates`: every member's table ``(K, R)`` float32 and
+    temporal coherence's sums ``(K, R, 2)`` float32 (``(K, 0, 2)`` without them), each member's log of the rows
+    it changed since the last average ``(K, log_rows, placements)`` int64 and their count ``(K,)`` int64, and
+    each member's minibatch ``(K, batch_size)`` int64. A learner alone, or a team sharing one minibatch: its own
+    table as ``(1, R)`` and empty logs."""
+    k = tables.shape[0]
+    return (tables, sums, np.zeros((k, log_rows, placements), np.int64), np.zeros(k, np.int64),
+            np.zeros((k, batch_size), np.int64))

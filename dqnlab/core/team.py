@@ -26,14 +26,21 @@ from numba.extending import intrinsic
 
 from .bitboard import inline, kernel
 
-__all__ = ["TEAM_SLOTS", "GENERATION", "DONE", "STOP", "MEMBERS", "UPDATE", "FIRST", "TC", "SPINS", "new_team",
+__all__ = ["TEAM_SLOTS", "GENERATION", "DONE", "STOP", "MEMBERS", "UPDATE", "FIRST", "TC", "MODE", "PHASE", "BAD",
+           "EVERY", "AVERAGES", "SHARE", "AVERAGE", "STEP", "MEAN", "SPINS", "new_team",
            "atomic_add", "atomic_load", "atomic_store", "wait_until", "share"]
 
 #: Slots of a team's array: the generation the leader opened, the shares done (summed over generations),
-#: whether the team stops, its size K, the opened update's id, whether it is its call's first, and whether its
-#: step is temporal coherence's.
-(GENERATION, DONE, STOP, MEMBERS, UPDATE, FIRST, TC) = range(7)
-TEAM_SLOTS = 7
+#: whether the team stops, its size K, the opened update's id, whether it is its call's first, whether its
+#: step is temporal coherence's; how the team shares an update (:data:`SHARE` or :data:`AVERAGE`), what the
+#: opened generation is (:data:`STEP` or :data:`MEAN`), the members whose loss was not finite, the updates
+#: between two averages and the averages made.
+(GENERATION, DONE, STOP, MEMBERS, UPDATE, FIRST, TC, MODE, PHASE, BAD, EVERY, AVERAGES) = range(12)
+TEAM_SLOTS = 12
+#: Modes: one minibatch shared (``sharded``), or each member its own minibatch and table, averaged (``averaged``).
+SHARE, AVERAGE = 0, 1
+#: Phases of an ``averaged`` team's generation: each member's own step, or the average of the rows they changed.
+STEP, MEAN = 0, 1
 #: Turns of a wait loop before it yields the core (``sched_yield``) on each further turn.
 SPINS = 2000
 
@@ -43,11 +50,13 @@ else:
     _yield = types.ExternalFunction("sched_yield", types.int32())
 
 
-def new_team(members: int) -> np.ndarray:
+def new_team(members: int, average_every: int = 0) -> np.ndarray:
     """A team's ``(TEAM_SLOTS,)`` int64 array for ``members`` threads (1: a learner alone, which meets
-    nobody)."""
+    nobody); ``average_every`` > 0: an ``averaged`` team whose tables are averaged every that many updates."""
     team = np.zeros(TEAM_SLOTS, np.int64)
     team[MEMBERS] = members
+    team[MODE] = AVERAGE if average_every > 0 else SHARE
+    team[EVERY] = max(1, average_every)
     return team
 
 

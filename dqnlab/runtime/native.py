@@ -17,11 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..config import TrainConfig
 from ..core import loops
 from ..core.ntuple import placements, sparse_grad_norm
-from ..core.team import STOP, new_team
+from ..core.team import AVERAGES, STOP, new_team
 
 __all__ = ["NativeLoop", "native_reason"]
 
@@ -111,6 +112,7 @@ class NativeLoop:
         self.ctr = np.zeros(len(loops.COUNTERS), np.int64)
         self.times = np.zeros(len(loops.TIMES), np.float64)
         self.team = new_team(1)  # (alone: :meth:`team_up` makes it a team's leader)
+        self.crew: tuple | None = None  # (averaging: every member's table; else the learner's own, read at each call)
 
     def run(self, act_steps: int, deadline: float | None = None, learn: bool = True,
             update_limit: int | None = None) -> int:
@@ -139,7 +141,7 @@ class NativeLoop:
                 np.iinfo(np.int64).max if update_limit is None else update_limit,
                 (env.boards.reshape(n, 16), env.scores, env.moves, ln.masks, ln.values), env.rng, ln.agent.rng, replay,
                 ln.buffer.rng, ring, self._net(), self.hp, self.ctr, self.totals, self.times, self.records,
-                self.steps_of_all, self.rows, self.slopes, self.work, self.team)
+                self.steps_of_all, self.rows, self.slopes, self.work, self.team, self._crew())
             done_steps += steps
             self._log(int(self.ctr[4]))
             if status != loops.RECORDS_FULL or done_steps >= act_steps:
@@ -148,16 +150,88 @@ class NativeLoop:
         self._end(segments, status)
         return done_steps * n
 
-    def team_up(self, members: int) -> list[Callable[[], None]]:
-        """Lead a team of ``members`` threads that share every update (:mod:`dqnlab.core.team`): returns the
-        bodies of the ``members - 1`` helpers (:func:`dqnlab.core.loops.help_updates`), each to run in a
-        thread of its own until :meth:`disband`. The updates are this learner's alone, the same ones."""
+    def team_up(self, members: int, average_every: int = 0) -> list[Callable[[], None]]:
+        """Lead a team of ``members`` threads (:mod:`dqnlab.core.team`): returns the bodies of the ``members - 1``
+        helpers, each to run in a thread of its own until :meth:`disband`.
+
+        ``average_every`` 0 (``sharded``): the helpers compute shares of every update's minibatch
+        (:func:`dqnlab.core.loops.help_updates`), and the updates are this learner's alone, the same ones.
+        Else (``averaged``): every member steps a table of its own, a copy of the learner's, on a minibatch of
+        its own (the learner draws them all, its own first, from its buffer), and the rows they changed are averaged
+        every ``average_every`` updates (:func:`dqnlab.core.loops.help_average`); the learner's table is member
+        0's, which it acts with. Needs ``target_update == 1`` (the target is each member's online table).
+        """
         ln = self.learner
         replay, _ = self._begin()
         ln.values = np.ascontiguousarray(ln.values, np.float32)  # (as :meth:`run` keeps it: the helpers read it)
-        self.team = new_team(members)
-        return [functools.partial(loops.help_updates, self.team, k, replay, self._net(), self.hp, self.rows,
-                                  self.slopes, loops.helper_work(self.work), ln.values) for k in range(1, members)]
+        self.team = new_team(members, average_every)
+        if average_every == 0:
+            return [functools.partial(loops.help_updates, self.team, k, replay, self._net(), self.hp, self.rows,
+                                      self.slopes, loops.helper_work(self.work), ln.values)
+                    for k in range(1, members)]
+        assert ln.agent.target is ln.agent.online, "averaged threads: the target is each member's online table"
+        online, _, layout, sums = self._net()
+        tables = np.repeat(online[None], members, axis=0)
+        sums = np.repeat(sums[None], members, axis=0)
+        self._bind(tables[0], sums[0])
+        b = self.rows.shape[0]
+        self.crew = loops.crew_of(tables, sums, average_every * b, self.rows.shape[1], b)
+        return [functools.partial(loops.help_average, self.team, k, self.crew, replay,
+                                  (tables[k], tables[k], layout, sums[k]), self.hp, np.zeros_like(self.rows),
+                                  np.zeros_like(self.slopes), loops.member_work(self.work, self.crew[4][k]))
+                for k in range(1, members)]
+
+    def _bind(self, table: np.ndarray, sums: np.ndarray) -> None:
+        """Make the learner's online weight (and temporal coherence's sums) views of ``table`` (``sums``)."""
+        agent = self.learner.agent
+        weight = agent.online.weight
+        weight.data = torch.from_numpy(table).view(weight.shape)
+        if self.hp.tc:
+            state = agent.optimizer.state[weight]
+            state["sums"] = torch.from_numpy(sums).view(state["sums"].shape)
+
+    def _crew(self) -> tuple:
+        """The kernels' ``crew``: an averaging team's, else the learner's own table, read now."""
+        if self.crew is not None:
+            return self.crew
+        online, _, _, sums = self._net()
+        return loops.crew_of(online[None], sums[None])
+
+    def team_state(self) -> dict[str, Any]:
+        """An averaging team's own state for a checkpoint (the helpers' tables and sums, the rows
+        changed since the last average, the averages made; the views as they are: the helpers wait between
+        updates while it is written); {} for any other team."""
+        if self.crew is None:
+            return {}
+        tables, sums, logs, logged, _ = self.crew
+        return {"tables": tables[1:], "sums": sums[1:], "logs": logs[:, :int(logged.max())], "logged": logged,
+                "averages": int(self.team[AVERAGES])}
+
+    def load_team_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`team_state` output (after :meth:`team_up` with the same team)."""
+        if self.crew is None:
+            return
+        tables, sums, logs, logged, _ = self.crew
+        tables[1:], sums[1:] = state["tables"], state["sums"]
+        logs[:, :state["logs"].shape[1]] = state["logs"]
+        logged[:] = state["logged"]
+        self.team[AVERAGES] = state["averages"]
+
+    def team_weights(self, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``weights`` (the learner's, a copy) with an averaging team's rows changed since its last average set to
+        the members' mean: the run's model (as the average every member would reach next)."""
+        if self.crew is None:
+            return weights
+        tables, _, logs, logged, _ = self.crew
+        rows = np.unique(np.concatenate([logs[k, :logged[k]].ravel() for k in range(len(logged))]))
+        flat = weights["weight"].reshape(-1)
+        flat[rows] = tables[:, rows].mean(axis=0, dtype=np.float64).astype(np.float32)
+        return weights
+
+    @property
+    def averages(self) -> int:
+        """Averages an averaging team has made."""
+        return int(self.team[AVERAGES])
 
     def disband(self) -> None:
         """Tell the helpers of :meth:`team_up` to return (a helper waiting for an update returns at once)."""
@@ -182,7 +256,7 @@ class NativeLoop:
         replay, segments = self._begin()
         status = loops.learn_updates(updates, replay, self.learner.buffer.rng, self._net(), self.hp, self.ctr,
                                      self.totals, self.times, self.rows, self.slopes, self.work, _NO_VALUES,
-                                     self.team)
+                                     self.team, self._crew())
         self._end(segments, status)
 
     def _begin(self) -> tuple[tuple, tuple]:

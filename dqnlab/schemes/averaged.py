@@ -46,13 +46,15 @@ from typing import Any
 import torch
 
 from ..config import TrainConfig
-from ..options import SchemeOptions, option, when
+from ..options import SchemeOptions, option, unless
 from ..parallel import replica
 from ..parallel.comm import comm_option
 from ..parallel.rounds import run_rounds
 from ..replay import Minibatch
 from ..runtime.learner import Learner
+from ..runtime.native import native_reason
 from ..runtime.results import RunResult
+from .serial import one_learner
 
 __all__ = ["Options", "Replica", "run", "draw_minibatches", "changes_since"]
 
@@ -64,10 +66,10 @@ class Options(SchemeOptions):
     comm: str = comm_option()
     average_every: int = option(1, "Updates between two averages of the workers' weights (1: every update, "
                                 "synchronous model averaging; more: local SGD).", unit="updates", low=1,
-                                applies=when("comm", "allreduce", "auto"))
+                                applies=unless("comm", "joblib"))
     average_moments: bool = option(False, "Average Adam's moments with the weights too (3x the data; "
                                    "no effect with SGD). Off: each worker keeps its own moments, as local SGD does.",
-                                   applies=when("comm", "allreduce", "auto"))
+                                   applies=unless("comm", "joblib"))
 
 
 class Replica(replica.Replica):
@@ -266,10 +268,22 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         If a TD loss is non-finite.
     """
 
-    if options.comm == "threads":
-        raise ValueError("averaged runs its workers as processes: comm must be auto, allreduce or joblib "
-                         "(threads is sharded's)")
-    options = replace(options, comm="allreduce" if options.comm == "auto" else options.comm)
+    reason = native_reason(config, config.device) or (
+        "its threads need target_update=1 (each member's online table is its target)" if config.target_update != 1
+        else None)
+    comm = options.comm if options.comm != "auto" else "allreduce" if reason else "threads"
+    extra = {"effective_batch": workers * config.batch_size, "effective_replay_ratio": workers * config.replay_ratio,
+             "optimizer": config.optimizer}
+    if comm == "threads":
+        if reason:
+            raise ValueError(f"averaged with comm='threads' runs on the compiled core, and {reason}; "
+                             f"use comm='allreduce'")
+        if _fault is not None:
+            raise ValueError("a fault is injected into a worker process; comm='threads' has none")
+        return one_learner("averaged", config, replace(options, comm="threads"), team=workers,
+                           average_every=options.average_every, progress=progress, callback=callback,
+                           checkpoint=_checkpoint, extra=extra)
+    options = replace(options, comm=comm)
 
     def sample(learner: Learner) -> list[Minibatch]:
         return draw_minibatches(learner, workers)
@@ -277,7 +291,5 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     def split(batches: list[Minibatch]) -> tuple[list[Minibatch], None]:
         return batches, None  # one minibatch per worker, averaged with equal weights
 
-    return run_rounds("averaged", config, workers, progress, callback, options, Replica, sample, split,
-                      {"effective_batch": workers * config.batch_size,
-                       "effective_replay_ratio": workers * config.replay_ratio,
-                       "optimizer": config.optimizer}, _fault, _checkpoint)
+    return run_rounds("averaged", config, workers, progress, callback, options, Replica, sample, split, extra,
+                      _fault, _checkpoint)

@@ -68,30 +68,42 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     return one_learner("serial", config, options, progress=progress, callback=callback, checkpoint=_checkpoint)
 
 
-def one_learner(scheme: str, config: TrainConfig, options: SchemeOptions, *, team: int = 1, progress: bool = True,
-                callback: Callable[[RunResult], Any] | None = None, checkpoint: Checkpointer | None = None,
-                extra: dict[str, Any] | None = None) -> RunResult:
-    """One learner in this process until the budget of ``config`` is spent (:func:`run`); with ``team`` K > 1
-    threads, K - 1 helpers compute shares of every update's minibatch beside it on the compiled core
-    (:meth:`~dqnlab.runtime.native.NativeLoop.team_up`), and the learner applies each update as one step:
-    ``sharded`` on one machine. ``scheme``, ``options`` and ``extra`` name the run in its result."""
+def one_learner(scheme: str, config: TrainConfig, options: SchemeOptions, *, team: int = 1, average_every: int = 0,
+                progress: bool = True, callback: Callable[[RunResult], Any] | None = None,
+                checkpoint: Checkpointer | None = None, extra: dict[str, Any] | None = None) -> RunResult:
+    """One learner in this process until the budget of ``config`` is spent (:func:`run`), or a team of ``team``
+    K > 1 threads on the compiled core (:meth:`~dqnlab.runtime.native.NativeLoop.team_up`): with
+    ``average_every`` 0, K - 1 helpers compute shares of every update's minibatch and the learner applies each
+    update as one step (``sharded``); else each member steps a table of its own on a minibatch of its own, and
+    the tables are averaged every ``average_every`` updates (``averaged``). ``scheme``, ``options`` and
+    ``extra`` name the run in its result."""
     learner = Learner(config, device=config.device)
     resumed = checkpoint.take_state() if checkpoint is not None else None
     if resumed is not None:
         learner.load_state_dict(resumed.pop("learner"))
+    native = learner.native
+    bodies = native.team_up(team, average_every) if team > 1 else []
+    if resumed is not None and "team" in resumed:
+        native.load_team_state(resumed["team"])
     helpers = [threading.Thread(target=body, name=f"dqnlab-{scheme}-{k}", daemon=True)
-               for k, body in enumerate(learner.native.team_up(team) if team > 1 else [], 1)]
+               for k, body in enumerate(bodies, 1)]
 
     def time_split() -> dict[str, float]:
         return {**learner.timing, "communication": 0.0}
 
     def result(status: str | None = None) -> RunResult:
-        weights = learner.agent.weight_views() if loop.closed else learner.agent.get_weights()  # (a snapshot: copies)
+        if average_every:  # (the members' mean: a copy)
+            weights = native.team_weights(learner.agent.get_weights())
+        else:
+            weights = learner.agent.weight_views() if loop.closed else learner.agent.get_weights()  # (snapshot: copy)
+        own = {"averages": native.averages} if average_every else {}
         return build_result(scheme, config, team, loop, learner.progress(time_split()), weights, status,
-                            options.to_dict(), {**(extra or {}), "replay": learner.buffer.statistics()})
+                            options.to_dict(), {**(extra or {}), **own, "replay": learner.buffer.statistics()})
 
-    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=checkpoint,
-                   state=lambda: {"learner": learner.state_dict(copy_agent=False)})  # (written at once)
+    def state() -> dict[str, Any]:  # (written at once, the helpers waiting between updates)
+        return {"learner": learner.state_dict(copy_agent=False), **({"team": native.team_state()} if bodies else {})}
+
+    loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=checkpoint, state=state)
     learner.clock0 = loop.t0
 
     def train() -> None:

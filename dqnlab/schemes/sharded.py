@@ -6,9 +6,15 @@ update. The parent is the single DQN learner: it acts on its ``n_envs`` boards a
 the replay buffer. For every update it samples one minibatch of ``B`` transitions and
 splits it into K shards (sizes differ by at most one, :func:`shard`), one per worker.
 The replay ratio, epsilon and target schedule are serial's: only where the gradient
-arithmetic happens changes. Two ways to combine the workers (the ``comm`` option):
+arithmetic happens changes. Three ways to combine the workers (the ``comm`` option; ``auto``, the
+default, takes threads where the learner runs on the compiled core, else all-reduce):
+* ``"threads"``: the K workers are threads of this process over the learner's own tables, on the
+  compiled core: the learner acts and opens each update, every thread computes the targets and
+  gradient of its shard, and each applies the summed step to the table rows it owns, meeting through
+  atomics (:mod:`dqnlab.core.team`, :func:`dqnlab.schemes.serial.one_learner`). The run is serial's,
+  update for update; only the time it takes differs.
 
-* ``"allreduce"`` (default): synchronous data-parallel SGD as PyTorch DDP runs it (Li et
+* ``"allreduce"``: synchronous data-parallel SGD as PyTorch DDP runs it (Li et
   al. 2020, arXiv:2006.15704). The parent is rank 0 of a gloo process group and takes
   shard 0 itself; every rank holds a copy of the model (:class:`Replica`), computes the
   gradient of its shard's mean TD loss, an all-reduce sums the shard-weighted gradients,

@@ -102,6 +102,13 @@ def test_serial_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, changes
     # an n-tuple network's local SGD: each rank's rows changed since the last average are in its state
     ("averaged", 2, {"average_every": 3, "network": "ntuple", "ntuples": ((0, 1, 2, 3), (4, 5, 6, 7)),
                      "optimizer": "sgd", "lr": 0.01, "max_grad_norm": None}),
+    # threads on the compiled core: helpers sharing each minibatch; members with tables of their own, whose
+    # changes since the last average are in the checkpoint
+    ("sharded", 2, {"comm": "threads", "network": "ntuple", "ntuples": ((0, 1, 2, 3), (4, 5, 6, 7)),
+                    "optimizer": "tc", "lr": 0.5, "target_update": 1, "max_grad_norm": None, "afterstate": True}),
+    ("averaged", 3, {"comm": "threads", "average_every": 3, "network": "ntuple",
+                     "ntuples": ((0, 1, 2, 3), (4, 5, 6, 7)), "optimizer": "tc", "lr": 0.5, "target_update": 1,
+                     "max_grad_norm": None, "afterstate": True}),
 ])
 def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, workers, options):
     changes = {k: v for k, v in options.items() if k in TrainConfig.__dataclass_fields__}
@@ -116,8 +123,8 @@ def test_resume_gives_the_same_run_as_not_stopping(cfg, tmp_path, scheme, worker
     _assert_table_continues(resumed)
     if scheme == "independent":  # the sync rounds continue too
         assert [r["round"] for r in resumed.extra["divergence"]] == [r["round"] for r in whole.extra["divergence"]]
-    if workers > 1 and scheme in ("sharded", "averaged"):  # over the all-reduce, and its counters continue
-        assert resumed.extra["comm"] == whole.extra["comm"] == "allreduce"
+    if workers > 1 and scheme in ("sharded", "averaged"):  # over the same channel, and its counters continue
+        assert resumed.options["comm"] == whole.options["comm"] == options.get("comm", "allreduce")
         assert resumed.extra.get("averages") == whole.extra.get("averages")
         assert resumed.extra["replay"] == whole.extra["replay"]
     if scheme == "shared":  # the buffer's figures (in the block) and the worker's counters (in its state) continue

@@ -1,5 +1,6 @@
-"""``sharded`` on threads: helper threads share every update, and the learner's run is serial's, update for
-update."""
+"""``sharded`` and ``averaged`` on threads of one process over the compiled core (:mod:`dqnlab.core.team`):
+sharing each minibatch, the run is serial's update for update; averaging, each member steps its own table and
+the averages make them equal."""
 
 from __future__ import annotations
 
@@ -64,3 +65,50 @@ def test_a_diverged_update_ends_the_team_as_serials_ends():
     assert str(sharded.value).replace("sharded", "serial") == str(serial.value)
     assert sharded.value.partial.updates == serial.value.partial.updates
     assert not [t for t in threading.enumerate() if t.name.startswith("dqnlab-sharded")]
+
+
+def test_averaged_threads_with_one_member_are_serial():
+    config = _config()
+    serial = dqnlab.train("serial", config, progress=False)
+    one = dqnlab.train("averaged", config, workers=1, progress=False, comm="threads")
+    for name, w in serial.weights.items():
+        np.testing.assert_array_equal(one.weights[name], w)
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_each_member_steps_its_own_table_and_every_average_makes_them_one(every):
+    """Between averages the members' tables differ on the rows their own steps changed (logged), and only
+    there; an average sets those rows to the members' mean; the run's model is that mean."""
+    import threading
+
+    from dqnlab.runtime.learner import Learner
+
+    config = _config(total_env_steps=10**9)
+    learner = Learner(config)
+    native = learner.native
+    helpers = [threading.Thread(target=body) for body in native.team_up(3, average_every=every)]
+    for t in helpers:
+        t.start()
+    try:
+        learner.run(30 * config.n_envs)
+        for _ in range(100):  # until the updates stop between two averages (or at one, with every=1)
+            if every == 1 or learner.agent.updates % every:
+                break
+            learner.run(config.n_envs)
+    finally:
+        native.disband()
+        for t in helpers:
+            t.join(30)
+    tables, _, logs, logged, _ = native.crew
+    assert learner.agent.updates > 20 and native.averages == learner.agent.updates // every
+    pending = np.unique(np.concatenate([logs[k, :logged[k]].ravel() for k in range(3)]))
+    others = np.setdiff1d(np.arange(tables.shape[1]), pending)
+    for k in (1, 2):
+        np.testing.assert_array_equal(tables[k, others], tables[0, others])
+    assert (len(pending) > 0) == (every > 1)
+    if every > 1:
+        assert not np.array_equal(tables[1, pending], tables[0, pending])
+    assert np.shares_memory(learner.agent.online.weight.detach().numpy(), tables[0])  # the learner acts with member 0's
+    model = native.team_weights(learner.agent.get_weights())["weight"].reshape(-1)
+    np.testing.assert_allclose(model[pending], tables[:, pending].mean(axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(model[others], tables[0, others])
