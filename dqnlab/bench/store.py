@@ -161,7 +161,9 @@ def readme_blocks(store: str | os.PathLike) -> dict[str, str]:
       2-worker configuration (soonest to 4096 in half the games) against serial: env steps/s and minutes to
       4096 in half the games as ratios to serial's, and the greedy mean at the end;
     * ``serial`` (``learning-threads``): what one core learns in 1, 3 and 10 minutes (the median of the seeds);
-    * ``headline`` (``learning-hour``): the players of an hour, strongest first.
+    * ``headline`` (``learning-hour``): the players of an hour, strongest first;
+    * ``speed`` (``speed-scaling``): each scheme's env steps/s with 2 workers against serial's, measured in one
+      run, and the share of its time in communication.
     """
     import pandas as pd
 
@@ -210,6 +212,12 @@ def readme_blocks(store: str | os.PathLike) -> dict[str, str]:
          "final_reach_2048": "2048", "final_reach_4096": "4096", "final_reach_8192": "8192"},
         {"final_score_mean": "{:,.0f}", "final_reach_2048": "{:.0%}", "final_reach_4096": "{:.0%}",
          "final_reach_8192": "{:.0%}"})
+    scaling = load(store / "speed-scaling.json")
+    blocks["speed"] = md_table(
+        [{**r, "spec": f"`{r['spec']}`"} for r in scaling["rows"] if r["workers"] == 2],
+        {"spec": "scheme (2 workers)", "env_steps_per_s": "env steps/s", "speedup_vs_serial": "x serial",
+         "communication": "time communicating"},
+        {"env_steps_per_s": "{:,.0f}", "speedup_vs_serial": "{:.2f}", "communication": "{:.0%}"})
     return blocks
 
 

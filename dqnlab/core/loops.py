@@ -587,6 +587,8 @@ def _averaged_update(team, crew, replay, net, hp, rows, slopes, work, values, up
     team[UPDATE] = update
     team[TC] = tc
     team[PHASE] = STEP
+    # averaging every update, every table is the one the boards were evaluated with: the members read their values
+    team[FIRST] = values.shape[0] > 0 and team[EVERY] == 1
     team[BAD] = 0
     atomic_add(team, GENERATION, 1)
     loss, finite = _own_step(replay, net, hp, rows, slopes, work, values, update, tc, crew, 0)
@@ -790,18 +792,18 @@ def helper_work(work: Work) -> Work:
 
 
 @kernel
-def help_average(team, member, crew, replay, net, hp, rows, slopes, work):
+def help_average(team, member, crew, replay, net, hp, rows, slopes, work, values):
     """Member ``member`` (1 to K - 1) of an ``averaged`` team led by :func:`learn_updates`: for every update,
     one step of its own table ``net`` on its own minibatch, which the learner drew into ``crew[4][member]``
     (:func:`_own_step`); for every average, its share of it (:func:`_average_rows`); until the team stops.
-    ``work``: :func:`member_work`'s, its ``slots`` that row of ``crew[4]``."""
-    no_values = np.zeros((0, 4), np.float32)
+    ``work``: :func:`member_work`'s, its ``slots`` that row of ``crew[4]``; ``values``: the learner's, which a
+    step reads where the leader says every table is the one they were evaluated with (``team[FIRST]``)."""
     seen = 0
     while not wait_until(team, GENERATION, seen + 1, True):
         seen += 1
         if team[PHASE] == STEP:
-            _, finite = _own_step(replay, net, hp, rows, slopes, work, no_values, team[UPDATE], team[TC] != 0, crew,
-                                  member)
+            _, finite = _own_step(replay, net, hp, rows, slopes, work, values if team[FIRST] else values[:0],
+                                  team[UPDATE], team[TC] != 0, crew, member)
             if not finite:
                 atomic_add(team, BAD, 1)
         else:

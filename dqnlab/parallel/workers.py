@@ -95,8 +95,8 @@ class LearnerWorker:
         """Restore :meth:`state_extra` from a checkpoint state."""
 
     def final_weights(self) -> dict | None:
-        """Weights sent with the last report where it carries no final state (None: the parent has the model
-        already)."""
+        """Weights sent with the last report, beside the final state where there is one (None: the parent has
+        the model already)."""
         return None
 
     # ------------------------------------------------------------------ the plumbing
@@ -114,7 +114,7 @@ class LearnerWorker:
         final = done and self.checkpointing
         self.ch.send(Report(self.ch.worker, done, rows, learner.env_steps, learner.updates, dict(learner.timing),
                             self.comm, learner.diagnostics(), self.report_extra(),
-                            weights=self.final_weights() if done and not final else None,  # (the state holds them)
+                            weights=self.final_weights() if done else None,
                             state=self.state() if final else None))
         self.comm += time.perf_counter() - t0
 

@@ -178,7 +178,7 @@ class NativeLoop:
         self.crew = loops.crew_of(tables, sums, average_every * b, self.rows.shape[1], b)
         return [functools.partial(loops.help_average, self.team, k, self.crew, replay,
                                   (tables[k], tables[k], layout, sums[k]), self.hp, np.zeros_like(self.rows),
-                                  np.zeros_like(self.slopes), loops.member_work(self.work, self.crew[4][k]))
+                                  np.zeros_like(self.slopes), loops.member_work(self.work, self.crew[4][k]), ln.values)
                 for k in range(1, members)]
 
     def _bind(self, table: np.ndarray, sums: np.ndarray) -> None:

@@ -11,9 +11,16 @@ averaged with equal weights: local SGD / FedAvg (Zinkevich et al. 2010; McMahan 
 more learning per game, not faster games (every update still costs a local step and then
 the average, so an episode takes about serial's wall time or more).
 
-Two ways to combine the workers (the ``comm`` option):
+Three ways to combine the workers (the ``comm`` option; ``auto``, the default, takes threads where the
+learner runs on the compiled core with ``target_update == 1``, else all-reduce):
 
-* ``"allreduce"`` (default): the parent is rank 0 of a gloo process group and every rank
+* ``"threads"``: the K workers are threads of this process on the compiled core, each with a table of its
+  own (member 0's is the learner's, which acts): the learner draws the K minibatches, every member steps
+  its own table on one and logs the rows it changed, and every ``average_every`` updates each member sets
+  the logged rows it owns to the members' mean in every table (:mod:`dqnlab.core.team`,
+  :meth:`~dqnlab.runtime.native.NativeLoop.team_up`). Temporal coherence's sums stay each member's.
+
+* ``"allreduce"``: the parent is rank 0 of a gloo process group and every rank
   keeps its own copy of the model (:class:`Replica`): it steps on its own minibatch, and
   every ``average_every`` updates an all-reduce replaces every rank's weights by the mean
   (with ``average_moments``, Adam's moments too; otherwise each rank keeps its own, as

@@ -326,6 +326,7 @@ class _IndependentCoordinator(LearnerCoordinator):
         self.base, self.sync, self.temperature = init, sync, temperature
         self.changes: list[Changes | None] = [None] * workers  # last seen per learner (None: not yet)
         self.alive = set(range(workers))
+        self.given: set[int] = set()  # learners whose report in hand brought their changes
         self.rounds: dict[int, dict[int, SyncPost]] = {}  # open rounds: learner -> its post
         self.divergence: list[dict[str, Any]] = []
         self.syncs = 0
@@ -342,9 +343,11 @@ class _IndependentCoordinator(LearnerCoordinator):
             self.rounds.setdefault(msg.round, {})[msg.worker] = msg
             self.complete_rounds()
             return
+        if isinstance(msg, Report) and msg.weights is not None:  # a last report: its changes, as the learner made
+            self.changes[msg.worker] = msg.weights  # them (the final state beside them is not read for them again)
+            self.given.add(msg.worker)
         super().receive(msg)
-        if isinstance(msg, Report) and msg.weights is not None:  # a last report without a final state
-            self.changes[msg.worker] = msg.weights
+        self.given.clear()
 
     def exited(self, worker: int) -> None:
         self.alive.discard(worker)
@@ -398,8 +401,9 @@ class _IndependentCoordinator(LearnerCoordinator):
 
     def absorb(self, k: int, state: dict[str, Any]) -> None:
         super().absorb(k, state)
-        online = {name: dense(t).detach().numpy() for name, t in state["learner"]["agent"]["online"].items()}
-        self.changes[k] = changed_entries(online, self.base)
+        if k not in self.given:
+            online = {name: dense(t).detach().numpy() for name, t in state["learner"]["agent"]["online"].items()}
+            self.changes[k] = changed_entries(online, self.base)
 
     def absorb_extra(self, k: int, state: dict[str, Any]) -> dict[str, Any]:
         return {"score": recent_score([r for r in self.rows if r["worker"] == k], SCORE_WINDOW),

@@ -7,7 +7,7 @@ from typing import Any
 from ..config import PRESETS, TrainConfig
 from ..experiments.budgets import Budget, chosen, explore_config
 
-__all__ = ["PANEL_PRESETS", "PRESET_WORDS", "SCHEME_PRESETS", "default_preset", "panel_config"]
+__all__ = ["PANEL_PRESETS", "PRESET_WORDS", "panel_config"]
 
 #: The presets a panel's dropdown offers, the strong learner first.
 PANEL_PRESETS = ("default", "ntuple-small", "ntuple", "mlp", "mlp-afterstate", "cnn")
@@ -22,19 +22,6 @@ PRESET_WORDS = {
     "mlp-afterstate": "the neural network valuing the board after each move",
     "cnn": "a small convolutional network valuing the board after each move",
 }
-
-
-#: The preset a panel starts on where it is not ``default``: the schemes that combine a whole model's gradients
-#: or weights between processes at every update get the small n-tuple network, which they can send in time.
-#: Measured in 60 s panel runs of 2 workers on the 2-core machine: ``sharded`` on ``default`` made no update
-#: (3,712 env steps, its time in communication), on ``ntuple-small`` 1,156 updates and a greedy mean of 8,798.
-SCHEME_PRESETS = {"sharded": "ntuple-small", "averaged": "ntuple-small"}
-
-
-def default_preset(scheme: str) -> str:
-    """The preset a panel of ``scheme`` starts on: ``default``, the strong learner, except where the scheme
-    sends a whole model between processes every update (:data:`SCHEME_PRESETS`)."""
-    return SCHEME_PRESETS.get(scheme, "default")
 
 
 def panel_config(preset: str, b: Budget | None = None, **overrides: Any) -> TrainConfig:

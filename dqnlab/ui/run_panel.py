@@ -65,7 +65,7 @@ from ..options import Spec, check_names, specs
 from ..plots import LiveFigure
 from ..runtime.results import RunResult
 from .controls import checkbox, dropdown, labelled, option_widget, parse_text, scheme_options, text_box
-from .presets import PANEL_PRESETS, PRESET_WORDS, default_preset, panel_config
+from .presets import PANEL_PRESETS, PRESET_WORDS, panel_config
 from .status import IDLE_TEXT, first_line, in_labels, progress_text, summary_text
 
 __all__ = ["ControlPanel", "BATCH_SIZES", "SINGLE_PROCESS", "GIVEN", "active_panel"]
@@ -156,7 +156,7 @@ class ControlPanel:
         check_names(SCHEMES[scheme].Options, options, f"scheme {scheme!r}")
         self.scheme = scheme
         self._given = config is not None
-        self.config = config if config is not None else panel_config(default_preset(scheme))
+        self.config = config if config is not None else panel_config("default")
         if not isinstance(self.config, TrainConfig):
             raise ValueError(f"config must be a TrainConfig, got {type(self.config).__name__}")
         self.redraw_every_s = redraw_every_s
@@ -213,7 +213,7 @@ class ControlPanel:
         self.seed = text_box(fields["seed"], seed, "90px")
         self.network = dropdown(["mlp", "cnn", "ntuple"], self.config.network, "100px")
         presets = ([GIVEN] if self._given else []) + list(PANEL_PRESETS)
-        self.preset = dropdown(presets, GIVEN if self._given else default_preset(self.scheme), "130px")
+        self.preset = dropdown(presets, GIVEN if self._given else "default", "130px")
         #: The label of each control (its name in words, with its unit) and what is shown of it (the
         #: control beside its label).
         self.labels: dict[str, str] = {"preset": "learner", "workers": "workers", "batch_size": "batch size", "budget_s": "budget (s)",

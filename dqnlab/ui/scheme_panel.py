@@ -12,7 +12,6 @@ import ipywidgets as W
 from ..config import TrainConfig
 from ..runtime.results import RunResult
 from .controls import dropdown, labelled
-from .presets import default_preset
 from .run_panel import SINGLE_PROCESS, ControlPanel, active_panel
 from .status import ranking_text
 
@@ -107,8 +106,8 @@ class SchemePanel:
             if before is not None and not panel.running:
                 common = {"budget_s": before.budget_s.value, "seed": before.seed.value,
                           "batch_size": before.batch_size.value}
-                chosen = before.preset.value  # a learner chosen goes along; each scheme's own default does not
-                if chosen != default_preset(before.scheme) and chosen in panel.preset.options:
+                chosen = before.preset.value  # a learner chosen goes along
+                if chosen in panel.preset.options:
                     common["preset"] = chosen
                 if SINGLE_PROCESS.isdisjoint({before.scheme, panel.scheme}):
                     common["workers"] = before.workers.value

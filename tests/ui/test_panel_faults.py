@@ -102,11 +102,11 @@ def test_panels_train_the_strong_learner_by_default_and_show_the_choice():
     assert config.network == "ntuple" and config.optimizer == "tc"  # the strong learner
     panel.set(preset="mlp")
     assert panel._config(panel.settings()).network == "mlp"
-    small = panels.control_panel("sharded", workers=2)  # sends the whole model every update: the small tables
-    assert small.preset.value == "ntuple-small" and small._config(small.settings()).ntuples == "17x4"
+    strong = panels.control_panel("sharded", workers=2)  # on threads: every scheme starts on the strong learner
+    assert strong.preset.value == "default" and strong._config(strong.settings()).ntuples == "4x6"
     sp = panels.scheme_panel(["serial", "sharded"])
     sp.scheme.value = "sharded"
-    assert sp.panel.preset.value == "ntuple-small"  # serial's default does not go along
+    assert sp.panel.preset.value == "default"
     sp.scheme.value = "serial"
     sp.panel.set(preset="mlp")
     sp.scheme.value = "sharded"
