@@ -55,6 +55,7 @@ from .team import (
     EVERY,
     FIRST,
     GENERATION,
+    LOCKED,
     MEAN,
     MEMBERS,
     MODE,
@@ -62,7 +63,9 @@ from .team import (
     STEP,
     TC,
     UPDATE,
+    acquire,
     atomic_add,
+    release,
     share,
     wait_until,
 )
@@ -78,13 +81,14 @@ OK, RECORDS_FULL, NON_FINITE = 0, 1, 2
 #: n-step pushes, episode records filled, and the learner's index ``me`` among ``steps_of_all``.
 COUNTERS = ("env_steps", "updates", "added", "nstep_t", "records", "me")
 #: Slots of the float64 array ``times``: the owed-update credit, the last TD loss, seconds acting and
-#: learning, and the last update's mean trained value.
-TIMES = ("credit", "last_loss", "acting_s", "learning_s", "q_mean")
+#: learning (waiting for the update lock included), the last update's mean trained value, and seconds
+#: waiting for the update lock.
+TIMES = ("credit", "last_loss", "acting_s", "learning_s", "q_mean", "waiting_s")
 #: Columns of an episode record.
 RECORD_COLUMNS = ("env_steps", "wall_time", "score", "max_tile", "moves", "epsilon", "loss")
 
 (_ENV_STEPS, _UPDATES, _ADDED, _NSTEP_T, _RECORDS, _ME) = range(6)
-(_CREDIT, _LAST_LOSS, _ACTING, _LEARNING, _Q_MEAN) = range(5)
+(_CREDIT, _LAST_LOSS, _ACTING, _LEARNING, _Q_MEAN, _WAITING) = range(6)
 
 
 class Hyper(NamedTuple):
@@ -502,14 +506,22 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
     helpers (:func:`help_updates`) each compute the rows and targets of a share of it, which this learner
     then applies as one step, as it would alone; averaging (:func:`help_average`), each member steps its own
     table ``crew[0][k]`` on a minibatch of its own, and every ``team[EVERY]`` updates the rows they changed
-    are averaged (:func:`_average_rows`). ``crew``: :func:`crew_of`'s. Returns :data:`OK`, or
+    are averaged (:func:`_average_rows`). A learner alone whose ``team[LOCKED]`` is set makes each update
+    under the team's lock (:func:`~dqnlab.core.team.acquire`: learners that share the array and one table,
+    ``shared``). ``crew``: :func:`crew_of`'s. Returns :data:`OK`, or
     :data:`NON_FINITE` at an update whose loss is NaN or infinite (nothing of it applied; the updates
     before it stay; averaging, at any member's)."""
     online, target = net[0], net[1]
     sizes = np.empty(replay[10].shape[0], np.int64)
     members = team[MEMBERS]
+    locked = members == 1 and team[LOCKED] != 0
     b = work.slots.shape[0]
     for u in range(updates):
+        ticket = 0
+        if locked:
+            t = now(work.clock)
+            ticket = acquire(team)
+            times[_WAITING] += now(work.clock) - t
         _sample_slots(rng, replay[7], replay[10], sizes, work.slots, hp, ctr[_ME])
         first = u == 0 and not hp.separate_target  # (the boards' values are the weights' now)
         if members > 1 and team[MODE] == AVERAGE:
@@ -540,8 +552,12 @@ def learn_updates(updates, replay, rng, net, hp, ctr, totals, times, rows, slope
         if members > 1:
             wait_until(team, DONE, (members - 1) * team[GENERATION], False)
         if not finite:
+            if locked:
+                release(team, ticket)
             return NON_FINITE
         _count_update(ctr, totals, times, hp, work, online, target)
+        if locked:
+            release(team, ticket)
     return OK
 
 

@@ -11,6 +11,12 @@ A meeting costs a few hundred nanoseconds where a ``threading.Barrier`` costs ab
 microseconds -- about what the whole update costs. A waiting thread spins, yielding its core after
 :data:`SPINS` turns, so a team of more threads than cores still moves.
 
+The same array serves learners that each make their own updates on one shared table (``shared``): with
+``team[LOCKED]`` set, :func:`acquire` and :func:`release` make a ticket lock around each update (Mellor-Crummey
+and Scott, "Algorithms for scalable synchronization on shared-memory multiprocessors", ACM TOCS 1991): a
+learner takes the next ticket with one atomic add and waits until ``team[SERVING]`` reaches it, so the
+updates are made one at a time, in the order asked, by threads or by processes on one shared-memory block.
+
 The atomics are LLVM's (``atomicrmw``, ``load atomic``, ``store atomic``, sequentially consistent),
 emitted through numba's public :func:`numba.extending.intrinsic`.
 """
@@ -27,16 +33,18 @@ from numba.extending import intrinsic
 from .bitboard import inline, kernel
 
 __all__ = ["TEAM_SLOTS", "GENERATION", "DONE", "STOP", "MEMBERS", "UPDATE", "FIRST", "TC", "MODE", "PHASE", "BAD",
-           "EVERY", "AVERAGES", "SHARE", "AVERAGE", "STEP", "MEAN", "SPINS", "new_team",
-           "atomic_add", "atomic_load", "atomic_store", "wait_until", "share"]
+           "EVERY", "AVERAGES", "LOCKED", "TICKET", "SERVING", "SHARE", "AVERAGE", "STEP", "MEAN", "SPINS", "new_team",
+           "atomic_add", "atomic_load", "atomic_store", "wait_until", "share", "acquire", "release"]
 
 #: Slots of a team's array: the generation the leader opened, the shares done (summed over generations),
 #: whether the team stops, its size K, the opened update's id, whether it is its call's first, whether its
 #: step is temporal coherence's; how the team shares an update (:data:`SHARE` or :data:`AVERAGE`), what the
 #: opened generation is (:data:`STEP` or :data:`MEAN`), the members whose loss was not finite, the updates
-#: between two averages and the averages made.
-(GENERATION, DONE, STOP, MEMBERS, UPDATE, FIRST, TC, MODE, PHASE, BAD, EVERY, AVERAGES) = range(12)
-TEAM_SLOTS = 12
+#: between two averages and the averages made; whether learners sharing the array take its update lock, the
+#: lock's next ticket and the ticket it serves.
+(GENERATION, DONE, STOP, MEMBERS, UPDATE, FIRST, TC, MODE, PHASE, BAD, EVERY, AVERAGES, LOCKED, TICKET,
+ SERVING) = range(15)
+TEAM_SLOTS = 15
 #: Modes: one minibatch shared (``sharded``), or each member its own minibatch and table, averaged (``averaged``).
 SHARE, AVERAGE = 0, 1
 #: Phases of an ``averaged`` team's generation: each member's own step, or the average of the rows they changed.
@@ -50,11 +58,15 @@ else:
     _yield = types.ExternalFunction("sched_yield", types.int32())
 
 
-def new_team(members: int, average_every: int = 0) -> np.ndarray:
+def new_team(members: int, average_every: int = 0, locked: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """A team's ``(TEAM_SLOTS,)`` int64 array for ``members`` threads (1: a learner alone, which meets
-    nobody); ``average_every`` > 0: an ``averaged`` team whose tables are averaged every that many updates."""
-    team = np.zeros(TEAM_SLOTS, np.int64)
+    nobody); ``average_every`` > 0: an ``averaged`` team whose tables are averaged every that many updates;
+    ``locked``: learners alone that share the array take its update lock (:func:`acquire`). ``out``: fill
+    this array (a shared-memory block's) rather than a new one."""
+    team = np.zeros(TEAM_SLOTS, np.int64) if out is None else out
+    team[:] = 0
     team[MEMBERS] = members
+    team[LOCKED] = locked
     team[MODE] = AVERAGE if average_every > 0 else SHARE
     team[EVERY] = max(1, average_every)
     return team
@@ -133,3 +145,17 @@ def share(b, members, i):
     """Member ``i``'s share ``[lo, hi)`` of ``b`` samples: contiguous, sizes differing by at most one."""
     lo = i * (b // members) + min(i, b % members)
     return lo, lo + b // members + (1 if i < b % members else 0)
+
+
+@kernel
+def acquire(team):
+    """Take ``team``'s update lock (wait for this caller's ticket); returns the ticket, for :func:`release`."""
+    ticket = atomic_add(team, TICKET, 1)
+    wait_until(team, SERVING, ticket, False)
+    return ticket
+
+
+@kernel
+def release(team, ticket):
+    """Give back the update lock that :func:`acquire` returned ``ticket`` for (the next ticket's turn)."""
+    atomic_store(team, SERVING, ticket + 1)

@@ -83,10 +83,14 @@ class NativeLoop:
         This learner's entry of ``steps_of_all``.
     own_segment : bool
         Draw minibatches from this learner's own replay segment only (``shared`` with ``sample="own"``).
+    team : (TEAM_SLOTS,) int64 array, optional
+        A :mod:`~dqnlab.core.team` array this learner shares with others (``shared``: the block's, whose
+        ``LOCKED`` slot puts each update under its lock). Default: this learner's own.
     """
 
     def __init__(self, learner: Any, steps_of_all: np.ndarray | None = None,
-                 totals: tuple[np.ndarray, np.ndarray] | None = None, me: int = 0, own_segment: bool = False):
+                 totals: tuple[np.ndarray, np.ndarray] | None = None, me: int = 0, own_segment: bool = False,
+                 team: np.ndarray | None = None):
         c = learner.config
         self.learner = learner
         agent = learner.agent
@@ -111,7 +115,8 @@ class NativeLoop:
         self.work: loops.Work | None = None  # (made for the replay the learner has when it first runs)
         self.ctr = np.zeros(len(loops.COUNTERS), np.int64)
         self.times = np.zeros(len(loops.TIMES), np.float64)
-        self.team = new_team(1)  # (alone: :meth:`team_up` makes it a team's leader)
+        self.team = new_team(1) if team is None else team  # (alone: :meth:`team_up` makes it a team's leader)
+        self.waited = 0.0  # seconds waiting for the team's update lock, all calls together
         self.crew: tuple | None = None  # (averaging: every member's table; else the learner's own, read at each call)
 
     def run(self, act_steps: int, deadline: float | None = None, learn: bool = True,
@@ -269,7 +274,7 @@ class NativeLoop:
         replay = (a["boards"].reshape(-1, 16), a["actions"], a["rewards"], a["next_boards"].reshape(-1, 16),
                   a["dones"], a["next_masks"], a["steps"], lo, cap, pos, size)
         self.ctr[:] = (ln.env_steps, agent.updates, 0, ln.nstep.t, 0, 0 if self.own_steps else me)
-        self.times[:] = (ln._credit, ln.last_loss, 0.0, 0.0, math.nan)
+        self.times[:] = (ln._credit, ln.last_loss, 0.0, 0.0, math.nan, 0.0)
         if self.own_steps:
             self.steps_of_all[0] = ln.env_steps
         if self.own_totals:
@@ -287,7 +292,8 @@ class NativeLoop:
         ln.nstep.t = int(ctr[3])
         ln._credit, ln.last_loss = float(times[0]), float(times[1])
         ln.timing["acting"] += float(times[2])
-        ln.timing["learning"] += float(times[3])
+        ln.timing["learning"] += float(times[3] - times[5])
+        self.waited += float(times[5])
         if self.hp.tc:  # (the optimiser's step count, as its own steps keep it)
             agent.optimizer.state[agent.online.weight]["step"] += agent.updates - updates_before
         if status == loops.NON_FINITE:

@@ -54,8 +54,10 @@ This scheme is single-machine by nature (shared memory): it runs on joblib's ``l
 or, with ``threads=True``, on its ``threading`` backend: the K workers are threads of this process
 over the same block, which pays where the work releases the GIL -- the compiled core that
 trains the n-tuple presets (:mod:`dqnlab.core`) does, as the C++ n-tuple learners' threads share
-one table (Jaskowski 2018). The lock is a ``flock`` on a file, which excludes threads too (each
-worker opens its own descriptor). The block and the lock files are removed on every path out
+one table (Jaskowski 2018). On the compiled core the lock is a ticket lock in the block
+(:func:`dqnlab.core.team.acquire`: one atomic add and a wait, inside the kernel); on PyTorch's networks
+a ``flock`` on a file, which excludes threads too (each worker opens its own descriptor). The block
+and the lock files are removed on every path out
 (:class:`~dqnlab.parallel.shm.SharedBlock`, a context manager).
 """
 
@@ -70,6 +72,7 @@ from typing import Any
 from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at
 from ..config import TrainConfig
 from ..core.loops import learning_ready
+from ..core.team import TEAM_SLOTS, new_team
 from ..options import SchemeOptions, option
 from ..parallel.shm import OPTIMIZER_STATE, BlockHandle, SharedBlock, Spec, bind_agent, shared_replay
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
@@ -80,7 +83,7 @@ from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
 from ..runtime.learner import Learner, worker_seeds
 from ..runtime.loop import RunLoop
-from ..runtime.native import NativeLoop
+from ..runtime.native import NativeLoop, native_reason
 from ..runtime.results import RunResult
 
 __all__ = ["Options", "run", "shared_layout", "SAMPLE_FROM"]
@@ -184,8 +187,11 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
     model = init.online.state_dict()
     layout = shared_layout(config, workers, sum(v.numel() for v in model.values()), len(model))
-    # (threads: the block in this process's memory, on huge pages where the OS offers them)
-    with SharedBlock.create(layout, model, config, workers, lock=options.lock, private=options.threads) as block:
+    # (threads: the block in this process's memory, on huge pages where the OS offers them; the compiled core
+    # locks its updates with the block's team array, PyTorch's networks with a lock file)
+    file_lock = options.lock and native_reason(config) is not None
+    with SharedBlock.create(layout, model, config, workers, lock=file_lock, private=options.threads) as block:
+        new_team(1, locked=options.lock, out=block.arrays["team"])
         parent = _SharedCoordinator(config, options, workers, block)
         if resumed is None:  # the model every worker trains starts as learner 0's would
             block.set_model(init.get_weights())
@@ -226,7 +232,7 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
     target is the online network, ``target_update == 1``, and the state is empty
     with plain SGD); ``optimizer_step``: one float32 step count per parameter tensor;
     ``updates_total``, ``target_syncs``: ``(1,)`` int64
-    shared counters; ``env_steps``, ``updates``: ``(K,)`` int64, each worker writes its
+    shared counters; ``team``: the compiled core's update lock (a :mod:`dqnlab.core.team` array); ``env_steps``, ``updates``: ``(K,)`` int64, each worker writes its
     own; replay arrays of capacity ``C = max(buffer_size, K * n_envs)`` as in :class:`~dqnlab.ReplayBuffer`
     (:func:`dqnlab.replay.column_arrays`, ``steps`` among them) with ``seg_size``/``seg_pos``
     ``(K,)`` int64 per segment; with ``config.prioritized`` also ``priority_tree``, the
@@ -243,7 +249,7 @@ def shared_layout(config: TrainConfig, workers: int, n_params: int, n_tensors: i
         "theta": ((n_params,), "float32"), "target": ((n_target,), "float32"),
         **{f"optimizer_{j}": ((state.get(j, 0),), "float32") for j in range(2)},
         "optimizer_step": ((n_tensors,), "float32"),
-        "updates_total": ((1,), "int64"), "target_syncs": ((1,), "int64"),
+        "updates_total": ((1,), "int64"), "target_syncs": ((1,), "int64"), "team": ((TEAM_SLOTS,), "int64"),
         "env_steps": ((k,), "int64"), "updates": ((k,), "int64"),
         **column_arrays(c), "seg_size": ((k,), "int64"), "seg_pos": ((k,), "int64"),
         **({"priority_tree": ((SumTree.size_for(c),), "float64"), "max_priority": ((1,), "float64")}
@@ -268,7 +274,7 @@ class _SharedLearner(Learner):
         if self.native is not None:  # the compiled loop on the block: all workers' steps, updates and syncs
             self.native = NativeLoop(self, steps_of_all=arrays["env_steps"],
                                      totals=(arrays["updates_total"], arrays["target_syncs"]), me=worker,
-                                     own_segment=own)
+                                     own_segment=own, team=arrays["team"])
 
     def state_dict(self, copy_agent: bool = True) -> dict[str, Any]:
         """This worker's private state (the model, Adam and replay are in the block)."""
@@ -309,11 +315,13 @@ class _SharedLearner(Learner):
 
     def advance(self, env_steps: int | None = None, deadline: float | None = None,
                 update_limit: int | None = None) -> int:
-        """:meth:`Learner.advance`: lock-free on the compiled core, a whole chunk on the block; with the
-        lock, one step, whose updates each take the lock."""
-        if self.native is not None and self.lock is None:
+        """:meth:`Learner.advance`: on the compiled core, a whole chunk on the block (each update under the
+        block's team lock, or none); on PyTorch's networks one step, whose updates each take the file lock."""
+        if self.native is not None:
+            waited = self.native.waited
             n = super().advance(env_steps, deadline, update_limit)
             self.arrays["updates"][self.worker] = self.agent.updates
+            self.lock_wait += self.native.waited - waited
             return n
         n = self.act_step()
         self.learn()
