@@ -765,9 +765,9 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
         times[_ACTING] += t1 - t0
         if learn:
             owed = int(times[_CREDIT])
-            if owed > 0:
+            if owed > 0:  # (the boards' values are the weights' now only where no other learner steps them)
                 status = learn_updates(owed, replay, replay_rng, net, hp, ctr, totals, times, rows, slopes, work,
-                                       values, team, crew)
+                                       values if steps_of_all.shape[0] == 1 else values[:0], team, crew)
                 if status != OK:
                     return status, step + 1
                 times[_CREDIT] -= owed

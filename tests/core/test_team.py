@@ -8,7 +8,21 @@ import numpy as np
 import pytest
 from numba import njit
 
-from dqnlab.core.team import GENERATION, STOP, atomic_add, atomic_load, atomic_store, new_team, share, wait_until
+from dqnlab.core.team import (
+    GENERATION,
+    LOCKED,
+    SERVING,
+    STOP,
+    TICKET,
+    acquire,
+    atomic_add,
+    atomic_load,
+    atomic_store,
+    new_team,
+    release,
+    share,
+    wait_until,
+)
 
 
 @njit(nogil=True)
@@ -26,6 +40,17 @@ def _pass_back_and_forth(team, me, rounds):
         else:
             wait_until(team, 0, g, False)
             atomic_add(team, 1, 1)
+
+
+@njit(nogil=True)
+def _bump_under_the_lock(team, counts, me, n):
+    for _ in range(n):
+        ticket = acquire(team)
+        seen = counts[0]  # a plain read, some work, a plain write: two holders at once would lose one
+        for _ in range(50):
+            counts[1 + me] += 1
+        counts[0] = seen + 1
+        release(team, ticket)
 
 
 @njit
@@ -53,6 +78,14 @@ def test_additions_from_threads_at_once_are_never_lost():
     _threads(_bump, [(a, 200_000)] * 3)
     assert a.tolist() == [0, 600_000, 0]
     assert _store_then_load(a, -7) == -7 and a[0] == -7
+
+
+def test_the_update_lock_lets_one_thread_in_at_a_time():
+    team, counts = new_team(1, locked=True), np.zeros(4, np.int64)
+    assert team[LOCKED] == 1
+    _threads(_bump_under_the_lock, [(team, counts, k, 20_000) for k in range(3)])
+    assert counts.tolist() == [60_000] + [1_000_000] * 3
+    assert team[TICKET] == team[SERVING] == 60_000  # every ticket served, the lock free
 
 
 def test_two_threads_meet_at_every_generation():

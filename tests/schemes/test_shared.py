@@ -13,6 +13,7 @@ from helpers import check_totals
 import dqnlab
 from dqnlab import TrainConfig
 from dqnlab.agent.dqn import DQNAgent
+from dqnlab.core.team import new_team
 from dqnlab.game.rules import new_boards
 from dqnlab.parallel.shm import SharedBlock, SharedReplay
 from dqnlab.runtime.learner import Learner, worker_seeds
@@ -28,6 +29,24 @@ def test_shared_with_lock_counts_every_update(cfg):
     assert run.extra["lost_increments"] == 0
     assert run.extra["lock_wait_s"] >= 0 and run.extra["optimizer_state"] == "shared"
     assert run.extra["target_syncs"] == run.updates // cfg.target_update
+
+
+@pytest.mark.parametrize(("lock", "threads"), [(True, True), (True, False), (False, True)],
+                         ids=["locked-threads", "locked-processes", "hogwild-threads"])
+def test_the_compiled_cores_workers_run_whole_chunks_on_the_block(lock, threads):
+    """Each update under the block's ticket lock: no update's count is lost, and the lock's waits are
+    reported as communication. Locked or not, a worker never bootstraps from the values its acting computed
+    once the other worker may have stepped the weights since (that diverged on this config, both ways)."""
+    config = TrainConfig.preset("ntuple-small", n_envs=16, buffer_size=64, batch_size=13, learning_starts=64,
+                                total_env_steps=8_000, seed=3)
+    run = dqnlab.train("shared", config, workers=2, progress=False, lock=lock, threads=threads)
+    per = run.extra["per_worker"]
+    assert run.status == "completed" and all(w["updates"] > 50 for w in per)
+    if lock:
+        assert run.extra["updates_counter"] == sum(w["updates"] for w in per) == run.updates
+        assert run.extra["lost_increments"] == 0 and run.extra["lock_wait_s"] > 0
+    else:
+        assert run.extra["lock_wait_s"] == 0
 
 
 def test_shared_hogwild_runs(cfg):
@@ -57,6 +76,7 @@ def _worker_beside_another(config, stack, own, native):
     layout = shared_layout(config, 2, sum(v.numel() for v in model.values()), len(model))
     block = stack.enter_context(SharedBlock.create(layout, model, config, 2, lock=False, private=True))
     block.set_model(init.get_weights())
+    new_team(1, out=block.arrays["team"])  # (as the run sets it: learners alone, no lock)
     other = SharedReplay(block.arrays, 1, 2, seed=1)
     boards = new_boards(config.n_envs, np.random.default_rng(1))
     other.add_batch(boards, np.zeros(config.n_envs, np.int64), np.zeros(config.n_envs, np.float32), boards,
