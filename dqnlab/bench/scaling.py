@@ -24,8 +24,8 @@ def _steady_rate(history: Any, column: str) -> float:
 
 
 #: Every scheme, and the variants whose speed differs most: what ``bench scaling`` measures by default.
-SCALING_SCHEMES = ("serial", "independent", "shared", "shared:lock=false:threads=true", "sharded", "averaged",
-                   "averaged:average_every=16", "actors")
+SCALING_SCHEMES = ("serial", "independent", "shared", "shared:threads=true", "shared:lock=false:threads=true",
+                   "sharded", "averaged", "averaged:average_every=16", "actors")
 
 
 def bench_scaling(schemes: Sequence[str] = SCALING_SCHEMES, workers: Sequence[int] = (1, 2), seconds: float = 20.0,
