@@ -21,6 +21,7 @@ _TAKES: dict[str, set[str]] = {
     "update": {"results"},
     "acting": {"results", "bench_n_envs"},
     "scaling": {"results", "presets", "schemes", "workers", "seconds", "eval_games"},
+    "interrupt": {"results", "schemes", "workers", "seconds"},
     "search": {"results", "run", "depths", "games", "seed"},
     "peers": {"results", "threads", "quick", "no_keras"},
     "learner": {"results", "threads", "quick", "compile", "devices"},
@@ -35,6 +36,7 @@ _MEASURES = {
     "update": "Seconds per env step of the user's per-transition loop beside the batched update (`seed` preset).",
     "acting": "Env steps per second of one process's vectorised acting at each number of boards.",
     "scaling": "Each scheme's env steps/s, updates/s and time split at each worker count, in one run.",
+    "interrupt": "Seconds from Ctrl-C to the prompt for a `train` run of each scheme, and what the run kept.",
     "search": "A trained player's score and moves/s at each depth of expectimax, on the same games.",
     "peers": "dqnlab beside Stable-Baselines3's DQN, gymnasium-2048 and the user's per-transition loop.",
     "learner": "The neural networks' DQN update beside the machine's matrix-product speed.",
@@ -107,6 +109,16 @@ def _measure(args: argparse.Namespace) -> tuple[Any, str]:
                                              eval_games=args.eval_games or 0)]
         note = (f"each row: one run of {seconds:g} s; acting / learning / communication: fractions of the time "
                 f"split, summed over workers; speedup: env steps/s over serial's of the same preset")
+    elif args.what == "interrupt":
+        from ..bench.interrupt import INTERRUPT_SCHEMES, bench_interrupt
+
+        workers = int_list(args.workers, "2", "--workers")
+        if len(workers) != 1:
+            raise ValueError(f"--workers: bench interrupt takes one worker count, got {args.workers!r}")
+        after = args.seconds if args.seconds is not None else 40.0
+        rows = bench_interrupt(csv_items(args.schemes, ",".join(INTERRUPT_SCHEMES)), workers[0], after)
+        note = (f"each row: `python -m dqnlab train` on the default preset, Ctrl-C (SIGINT to its process group) "
+                f"{after:g} s after its start; exit status 130: interrupted, its data kept")
     elif args.what == "acting":
         rows = [{c: r[c] for c in ("n_envs", "env_steps_per_s", "us_per_env_step", "ms_per_step", "speedup")}
                 for r in bench.bench_acting(int_list(args.bench_n_envs, "1,8,64", "--n-envs"))]

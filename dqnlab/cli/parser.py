@@ -127,9 +127,11 @@ def _add_evaluate_play(sub) -> None:
 def _add_bench(sub) -> None:
     """``bench``: what to measure, and the flags of each measurement."""
     b = sub.add_parser("bench", help="measure speed (prints a table or JSON)")
-    b.add_argument("what", choices=["game", "update", "scaling", "acting", "peers", "learner", "learning", "search", "readme"],
+    b.add_argument("what", choices=["game", "update", "scaling", "interrupt", "acting", "peers", "learner", "learning",
+                                   "search", "readme"],
                    help="game: moves/s of the rules, the compiled core (1 and 2 threads) beside the NumPy rules; update: legacy vs batched; "
                         "scaling: env steps/s, updates/s and time split of schemes x worker counts; "
+                        "interrupt: seconds from Ctrl-C to the prompt for a train run of each scheme; "
                         "acting: env steps/s of one process's acting at each --n-envs (vectorised acting); "
                         "peers: dqnlab beside Stable-Baselines3 and gymnasium-2048 (extra 'bench'); "
                         "learner: GFLOP/s of an update beside a large matrix product, before/after tuning; "
@@ -138,12 +140,14 @@ def _add_bench(sub) -> None:
                         "moves/s and score at each depth of expectimax (--run, --depths, --games); readme: write the README's "
                         "results tables from the results store (--results DIR, --write README)")
     b.add_argument("--json", action="store_true", help="print JSON")
-    b.add_argument("--schemes", help="scaling, learning: comma-separated schemes (scaling: every scheme and its "
-                                     "fastest and slowest variants; learning: serial,shared), each with optional "
+    b.add_argument("--schemes", help="scaling, interrupt, learning: comma-separated schemes (scaling: every scheme "
+                                     "and its fastest and slowest variants; interrupt: every scheme; learning: "
+                                     "serial,shared), each with optional "
                                      ":OPTION=VALUE scheme options, e.g. shared:lock=false, shared:threads=true, "
                                      "independent:sync=final, averaged:average_every=4, sharded:comm=joblib "
                                      "(sharded:joblib for short)")
-    b.add_argument("--workers", help="scaling, learning: comma-separated worker counts (default 1,2)")
+    b.add_argument("--workers", help="scaling, learning: comma-separated worker counts (default 1,2); interrupt: "
+                                     "one count (default 2)")
     b.add_argument("--presets", help="scaling, learning: comma-separated presets (scaling: default default; "
                                      "learning: default,cnn,mlp-afterstate,mlp)")
     b.add_argument("--minutes", type=positive_float, help="learning: training budget of each configuration "
@@ -167,7 +171,8 @@ def _add_bench(sub) -> None:
                    help="write the measurement to this record of the results store (e.g. docs/results/speed-game.json; "
                         "learning: the configurations measured now are added to, or replace, those it holds); "
                         "readme: the store's folder (default docs/results)")
-    b.add_argument("--seconds", type=positive_float, help="scaling: seconds of each run (default 20)")
+    b.add_argument("--seconds", type=positive_float, help="scaling: seconds of each run (default 20); interrupt: "
+                                                          "seconds from a run's start to its Ctrl-C (default 40)")
     b.add_argument("--eval-games", type=nonneg_int,
                    help="scaling: greedy games played with each run's final weights (default 0 = none)")
     b.add_argument("--n-envs", dest="bench_n_envs", metavar="N,N,...",

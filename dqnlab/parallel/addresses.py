@@ -11,9 +11,11 @@ import os
 import socket
 from urllib.parse import urlparse
 
+import psutil
+
 from .dask import active_dask_client
 
-__all__ = ["store_host", "route_address"]
+__all__ = ["store_host", "route_address", "route_interface"]
 
 
 def store_host() -> str:
@@ -42,3 +44,19 @@ def route_address(host: str, port: int = 9) -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect((host, port))
         return s.getsockname()[0]
+
+
+def route_interface(host: str) -> str:
+    """The name of this machine's network interface on its route to ``host`` (``lo`` for 127.0.0.1 on Linux).
+
+    Raises
+    ------
+    RuntimeError
+        If no interface holds the route's address (:func:`route_address`).
+    """
+    address = route_address(host)
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == address for a in addrs):
+            return name
+    raise RuntimeError(f"no network interface holds {address}, this machine's address on its route to {host}; "
+                       f"set GLOO_SOCKET_IFNAME to the interface the other ranks reach")

@@ -1,20 +1,12 @@
 """This process's end of a run's gloo process group: join, all-reduce and scatter, timed.
 
-The all-reduce of dense tensors in a group of a power-of-two size is recursive doubling
-(log2 K pairwise exchanges, each rank adding what its partner sent; Thakur, Rabenseifner
-& Gropp 2005, "Optimization of collective communication operations in MPICH") on
-the group's point-to-point operations. Each of its log2 K steps sends the whole tensor, where
-gloo's ring all-reduce takes 2 (K - 1) steps of a K-th of it: for small tensors (an MLP's
-weights or gradients) the time is the steps' latency, not bandwidth, so fewer steps win
-(``bench scaling`` reports the time spent communicating).
-Every rank adds the same two numbers in each round (``a + b == b + a`` in IEEE arithmetic),
-so every rank gets bit-identical sums. Other sizes, and sparse tensors, use the group's own
-all-reduce.
+The collectives are the group's own (``torch.distributed.ProcessGroupGloo``'s ``allreduce`` and
+``scatter``); gloo's all-reduce gives every rank the same bits.
 
 Rendezvous: a ``torch.distributed.TCPStore`` (served by rank 0 on
 :func:`~dqnlab.parallel.addresses.store_host`); gloo then opens one TCP connection between every
-pair of ranks on ephemeral ports, each rank listening on its address on the route to the store's
-host (:meth:`Collectives.join`; ``GLOO_SOCKET_IFNAME`` names an interface instead). Joining times out
+pair of ranks on ephemeral ports, each rank listening on the interface of its route to the store's
+host (:meth:`Collectives.join`; ``GLOO_SOCKET_IFNAME``, gloo's own setting, names one instead). Joining times out
 after :data:`COLLECTIVE_TIMEOUT_S`, and rank 0's collectives, once the first update is done, after
 :data:`PEER_TIMEOUT_S`. A rank that dies closes its connections, so the others' collective fails at once.
 """
@@ -29,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .addresses import route_address
+from .addresses import route_interface
 
 __all__ = ["COLLECTIVE_TIMEOUT_S", "PEER_TIMEOUT_S", "Collectives"]
 
@@ -72,22 +64,24 @@ class Collectives:
     def join(self, store: Any, prefix: str, store_host: str) -> None:
         """Connect to every other rank through ``store`` (keys under ``prefix``); blocks until all have.
 
-        Gloo listens on this machine's address on its route to ``store_host`` (the rendezvous store's host,
-        which every rank reaches), so that ranks on other hosts reach it: gloo's own default, the address
-        of the host's name, is 127.0.0.1 on many machines (``/etc/hosts``). ``GLOO_SOCKET_IFNAME`` names an
-        interface instead.
+        Gloo listens on the interface of this machine's route to ``store_host`` (the rendezvous store's
+        host, which every rank reaches), so that ranks on other hosts reach it: gloo's own default, the
+        address of the host's name, is 127.0.0.1 on many machines (``/etc/hosts``). ``GLOO_SOCKET_IFNAME``
+        names an interface instead.
 
         Raises
         ------
         RuntimeError
             If a rank does not join within :data:`COLLECTIVE_TIMEOUT_S` (torch's ``DistStoreError``).
         """
-        options = dist.ProcessGroupGloo._Options()
-        options._timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
-        interface = os.environ.get("GLOO_SOCKET_IFNAME")
-        options._devices = [dist.ProcessGroupGloo.create_device(interface=interface) if interface else
-                            dist.ProcessGroupGloo.create_device(hostname=route_address(store_host))]
-        self.pg = dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), self.rank, self.world, options)
+        chosen = os.environ.get("GLOO_SOCKET_IFNAME")
+        os.environ["GLOO_SOCKET_IFNAME"] = chosen or route_interface(store_host)  # (what gloo reads)
+        try:
+            self.pg = dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), self.rank, self.world,
+                                            datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+        finally:
+            if chosen is None:
+                del os.environ["GLOO_SOCKET_IFNAME"]
 
     def tighten(self) -> None:
         """From now on a collective fails after :data:`PEER_TIMEOUT_S` without an answer (a rank cut off on
@@ -108,11 +102,12 @@ class Collectives:
             return
         t0 = time.perf_counter()
         for t in tensors:
-            if t.is_sparse or self.world & (self.world - 1):
-                self.pg.allreduce([t]).wait()
+            if t.is_sparse:  # (this rank's payload: its rows once each)
+                own = t.coalesce()
+                self.bytes_reduced += own.values().nbytes + own.indices().nbytes
             else:
-                self._recursive_doubling(t)
-            self.bytes_reduced += (t._values().nbytes + t._indices().nbytes) if t.is_sparse else t.nbytes
+                self.bytes_reduced += t.nbytes
+            self.pg.allreduce([t]).wait()
         self.comm_s += time.perf_counter() - t0
 
     def allreduce_weighted(self, tensors: list[torch.Tensor], values: list[float], weight: float,
@@ -137,25 +132,11 @@ class Collectives:
         self.allreduce([flat] + sparse)
         if dense:
             with torch.no_grad():
-                torch._foreach_copy_(dense, [v.view_as(t) for v, t in
-                                             zip(flat[:weighted - len(values)].split([t.numel() for t in dense]),
-                                                 dense)])
+                for t, v in zip(dense, flat[:weighted - len(values)].split([t.numel() for t in dense])):
+                    t.copy_(v.view_as(t))
         if carry is not None:
             carry.copy_(flat[weighted:])
         return flat[weighted - len(values):weighted].tolist()
-
-    def _recursive_doubling(self, t: torch.Tensor) -> None:
-        """All-reduce (sum) of a dense tensor in a power-of-two group: in round ``i`` each rank
-        swaps its partial sum with rank ``rank ^ 2**i`` and adds the partner's."""
-        other = torch.empty_like(t)
-        mask = 1
-        while mask < self.world:
-            peer = self.rank ^ mask
-            sent, received = self.pg.send([t], peer, mask), self.pg.recv([other], peer, mask)
-            sent.wait()
-            received.wait()
-            t.add_(other)
-            mask <<= 1
 
     def scatter(self, mine: torch.Tensor, parts: list[torch.Tensor] | None) -> None:
         """Rank 0's ``parts[r]`` into rank ``r``'s ``mine`` (``parts`` at rank 0 only, ``parts[0]``

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
+import psutil
 import pytest
 import torch
+import torch.distributed as dist
 from helpers import assert_priorities, filled_learner, max_diff, unequal_priorities
 
 import dqnlab
 from dqnlab import DQNAgent, TrainConfig
+from dqnlab.parallel.addresses import route_interface
 from dqnlab.parallel.allreduce import AllReduceGroup
-from dqnlab.parallel.collectives import COLLECTIVE_TIMEOUT_S
+from dqnlab.parallel.collectives import COLLECTIVE_TIMEOUT_S, Collectives
 from dqnlab.parallel.parts import HEADER, pack_minibatch, shipped_columns, unpack_minibatch
 from dqnlab.parallel.weights import average_weights
 from dqnlab.runtime.errors import WorkerError
@@ -189,3 +193,21 @@ def test_a_raising_worker_rank_is_named_with_its_message(cfg):
     with pytest.raises(WorkerError, match="injected fault in worker 1"):
         dqnlab.train("sharded", cfg, workers=2, progress=False, comm="allreduce",
                      _fault={"worker": 1, "after_updates": 3})
+
+
+def test_gloo_listens_on_the_interface_of_the_route_to_the_store_and_the_environment_is_left_as_it_was(monkeypatch):
+    """The group is made with torch's public constructor, gloo choosing its device from GLOO_SOCKET_IFNAME: set
+    for the call to the interface that holds this machine's address on its route to the store's host."""
+    loopback = route_interface("127.0.0.1")
+    assert any(a.address == "127.0.0.1" for a in psutil.net_if_addrs()[loopback])
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    coll = Collectives(0, 1)
+    coll.join(dist.HashStore(), "run", "127.0.0.1")
+    try:
+        assert coll.pg.size() == 1 and "GLOO_SOCKET_IFNAME" not in os.environ
+    finally:
+        coll.leave()
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "no-such-interface0")  # the user's choice is gloo's
+    with pytest.raises(RuntimeError):
+        Collectives(0, 1).join(dist.HashStore(), "run", "127.0.0.1")
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "no-such-interface0"
