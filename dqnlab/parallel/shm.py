@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import mmap
 import os
 import sys
 import tempfile
@@ -62,6 +63,23 @@ class _PrivateBlock:
         _PrivateBlock.blocks.pop(self.name, None)
 
 
+def _populated(shm: shared_memory.SharedMemory | _PrivateBlock) -> mmap.mmap | None:
+    """The block's memory mapped with every page in this process's page tables at once (Linux's
+    ``MAP_POPULATE`` on the block's file in ``/dev/shm``), or None where that is not to be had (then the
+    block's own mapping serves). A page of a block that another process wrote costs one page fault at its
+    first touch here, tens of microseconds each on a virtual machine (seconds for a table of hundreds of MB,
+    read at random by a worker or whole by the parent at the end), where populating the mapping costs
+    tens of milliseconds."""
+    path = f"/dev/shm/{shm.name.lstrip('/')}"
+    if isinstance(shm, _PrivateBlock) or not hasattr(mmap, "MAP_POPULATE") or not os.path.exists(path):
+        return None
+    fd = os.open(path, os.O_RDWR)
+    try:
+        return mmap.mmap(fd, shm.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+    finally:
+        os.close(fd)
+
+
 class SharedArrays:
     """Named NumPy arrays in one ``multiprocessing.shared_memory`` block.
 
@@ -70,13 +88,19 @@ class SharedArrays:
     everybody :meth:`close` s it. Arrays start zeroed and are 64-byte aligned.
     """
 
-    def __init__(self, shm: shared_memory.SharedMemory, spec: Spec, owner: bool):
+    def __init__(self, shm: shared_memory.SharedMemory | _PrivateBlock, spec: Spec, owner: bool):
         self.shm, self.spec, self.owner = shm, spec, owner
+        self.map = _populated(shm)
+        # whether views handed out stay valid after close, here and in forks (the memory goes with the last of
+        # them): a populated mapping's; not the fallback mapping's, which close unmaps, nor a private block's,
+        # which a fork does not get (dqnlab.core.memory.zeros)
+        self.lasting = self.map is not None
+        buf = shm.buf if self.map is None else self.map
         self.arrays: dict[str, np.ndarray] = {}
         offset = 0
         for name, (shape, dtype) in spec.items():
             n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            self.arrays[name] = np.ndarray(shape, dtype=dtype, buffer=shm.buf, offset=offset)
+            self.arrays[name] = np.ndarray(shape, dtype=dtype, buffer=buf, offset=offset)
             offset += -(-n // 64) * 64
 
     @staticmethod
@@ -130,8 +154,9 @@ class SharedArrays:
         return self.arrays[name]
 
     def close(self) -> None:
-        """Drop this process's views and mapping (views handed out must be gone)."""
+        """Drop this process's views and mapping (views handed out must be gone, unless :attr:`lasting`)."""
         self.arrays = {}
+        self.map = None  # (the populated mapping goes with its last view: numpy's views hold it, not its buffer)
         gc.collect()
         try:
             self.shm.close()
@@ -737,12 +762,16 @@ class SharedBlock:
         if len(self.arrays["target"]):
             self.arrays["target"][:] = self.arrays["theta"]
 
-    def model(self) -> dict[str, np.ndarray]:
-        """A copy of the shared online model: ``{name: float32 array of its shape}``."""
+    def model(self, copy: bool = True) -> dict[str, np.ndarray]:
+        """The shared online model: ``{name: float32 array of its shape}``, a copy; with ``copy`` False, views of
+        the block where they outlive it (:attr:`SharedArrays.lasting`: a run's final result, read once nobody
+        writes the block, without a copy of hundreds of MB), else a copy."""
         flat, out, off = self.arrays["theta"], {}, 0
+        copy = copy or not self.arrays.lasting
         for name, shape in self.shapes:
             n = int(np.prod(shape))
-            out[name] = flat[off:off + n].reshape(shape).copy()
+            view = flat[off:off + n].reshape(shape)
+            out[name] = view.copy() if copy else view
             off += n
         return out
 

@@ -21,6 +21,7 @@ import torch
 
 from ..config import TrainConfig
 from ..core import loops
+from ..core.memory import zeros
 from ..core.ntuple import placements, sparse_grad_norm
 from ..core.team import AVERAGES, STOP, new_team
 
@@ -176,13 +177,15 @@ class NativeLoop:
                     for k in range(1, members)]
         assert ln.agent.target is ln.agent.online, "averaged threads: the target is each member's online table"
         online, _, layout, sums = self._net()
-        tables = np.repeat(online[None], members, axis=0)
-        sums = np.repeat(sums[None], members, axis=0)
-        self._bind(tables[0], sums[0])
+        # (every member's table and sums, a copy of the learner's, on huge pages: they are read at random)
+        tables = zeros((members, *online.shape), online.dtype, inherit=False)
+        member_sums = zeros((members, *sums.shape), sums.dtype, inherit=False)
+        tables[:], member_sums[:] = online, sums
+        self._bind(tables[0], member_sums[0])
         b = self.rows.shape[0]
-        self.crew = loops.crew_of(tables, sums, average_every * b, self.rows.shape[1], b)
+        self.crew = loops.crew_of(tables, member_sums, average_every * b, self.rows.shape[1], b)
         return [functools.partial(loops.help_average, self.team, k, self.crew, replay,
-                                  (tables[k], tables[k], layout, sums[k]), self.hp, np.zeros_like(self.rows),
+                                  (tables[k], tables[k], layout, member_sums[k]), self.hp, np.zeros_like(self.rows),
                                   np.zeros_like(self.slopes), loops.member_work(self.work, self.crew[4][k]), ln.values)
                 for k in range(1, members)]
 

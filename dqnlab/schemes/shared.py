@@ -397,7 +397,8 @@ class _SharedCoordinator(LearnerCoordinator):
         counter = int(arrays["updates_total"][0])
         per_worker = [{**w, "lock_wait_s": latest["lock_wait_s"], "replay": latest["replay"]}
                       for w, latest in zip(self.per_worker(), self.latest)]
-        return build_result("shared", self.config, self.workers, loop, progress, self.block.model(), status,
+        model = self.block.model(copy=not loop.closed)  # (closed: nobody writes the block any more)
+        return build_result("shared", self.config, self.workers, loop, progress, model, status,
                             self.options.to_dict(),
                             {"per_worker": per_worker, "lock": self.options.lock,
                              "lock_wait_s": sum(w["lock_wait_s"] for w in self.latest),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
 
 import joblib
@@ -23,6 +25,31 @@ def _write_marker(handle, worker, workers):
     del replay
     arrays.close()
     return os.getpid()
+
+
+def _sum_in_a_fork(view, queue):
+    queue.put(float(view.sum()))
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="the populated mapping is Linux's")
+def test_a_blocks_views_outlive_its_close_and_unlink_in_this_process_and_its_forks():
+    """Each process maps the block with all its pages at once, and a view of it stays valid, here and in a fork,
+    after the block is closed and its name removed: a run's final result reads the model without a copy."""
+    arrays = SharedArrays.create({"theta": ((1 << 20,), "float32")})
+    assert arrays.lasting
+    view = arrays["theta"]
+    view[:] = 3.0
+    arrays.close()
+    arrays.unlink()
+    gc.collect()
+    assert float(view.sum()) == 3.0 * (1 << 20)
+    fork = multiprocessing.get_context("fork")
+    queue = fork.Queue()
+    child = fork.Process(target=_sum_in_a_fork, args=(view, queue))
+    child.start()
+    assert queue.get(timeout=60) == 3.0 * (1 << 20)
+    child.join(60)
+    assert child.exitcode == 0
 
 
 def test_shared_replay_transition_written_by_one_worker_is_sampled_by_another(cfg):

@@ -42,6 +42,9 @@ def test_the_compiled_cores_workers_run_whole_chunks_on_the_block(lock, threads)
     run = dqnlab.train("shared", config, workers=2, progress=False, lock=lock, threads=threads)
     per = run.extra["per_worker"]
     assert run.status == "completed" and all(w["updates"] > 50 for w in per)
+    if not threads:  # the final model: views of the block, which outlive it (no copy of the table at the end)
+        table = run.weights["weight"]
+        assert not table.flags.owndata and np.isfinite(table).all() and np.abs(table).sum() > 0
     if lock:
         assert run.extra["updates_counter"] == sum(w["updates"] for w in per) == run.updates
         assert run.extra["lost_increments"] == 0 and run.extra["lock_wait_s"] > 0
