@@ -637,8 +637,11 @@ class _CentralLearner(ActorFeed):
                    "updates": self.updates, "torch_threads": self.threads,
                    "updates_per_s": self.updates / wall if wall > 0 else None}
         learned_steps = self.env_steps - self.started_at if self.started_at is not None else 0
+        # (closed: nothing trains any more, and the weights' memory outlives the block they may be in: no copy)
+        lasting = loop.closed and (self.shared is None or self.shared.arrays.lasting)
+        weights = self.agent.weight_views() if lasting else self.agent.get_weights()
         return build_result(
-            "actors", c, self.workers, loop, self.progress(wall), self.agent.get_weights(), status, options,
+            "actors", c, self.workers, loop, self.progress(wall), weights, status, options,
             wall_time_s=wall, extra={
                 "learner": learner, "per_worker": per_worker, "param_lag": lag_summary(self.lag),
                 "replay_ratio": c.replay_ratio, "min_replay_ratio": self.min_ratio,
