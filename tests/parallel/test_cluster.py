@@ -62,7 +62,9 @@ def _start_long_run(hosts, out, scheme: str, workers: int, log: str):
     proc = hosts.train("--scheme", scheme, "--workers", str(workers), "--env-steps", "100000000", *ARGS,
                        "--checkpoint-every", "1", "--out", str(out), log=log)
     end = time.monotonic() + 90
-    while not ((out / "checkpoint.pt").is_file() and load_checkpoint(out)["updates"] > 0):
+    # (checkpoint.pt is written first, then the result files: wait for the summary too)
+    while not ((out / "checkpoint.pt").is_file() and load_checkpoint(out)["updates"] > 0
+               and (out / "summary.json").is_file()):
         assert proc.poll() is None, _log(hosts, log)
         assert time.monotonic() < end, _log(hosts, log)
         time.sleep(0.5)
