@@ -37,7 +37,9 @@ def bench_scaling(schemes: Sequence[str] = SCALING_SCHEMES, workers: Sequence[in
     not what is measured); everything else -- the manager, shared memory, sending
     weights -- is. ``serial`` runs only with 1 worker. Runs are sequential, so one
     run never competes with another, but the machine's other load does: compare
-    rows of one call, and repeat.
+    rows of one call, and repeat. A first ``serial`` run of ``seconds``, not a row, goes
+    before them: the first run in a process pays for the memory it is the first to touch
+    (seconds of page faults on a virtual machine), which would slow whichever row came first.
 
     Parameters
     ----------
@@ -97,6 +99,7 @@ def bench_scaling(schemes: Sequence[str] = SCALING_SCHEMES, workers: Sequence[in
     base = config or scaling_config("default")
     cfg = base.replace(total_env_steps=None, max_seconds=float(seconds), seed=seed)
     rows: list[dict[str, Any]] = []
+    train("serial", cfg, progress=False)  # (the process's first touches of its memory: not a row)
     for spec, name, options in runs:
         for k in workers:
             if name == "serial" and k != 1:
