@@ -86,14 +86,18 @@ class SharedArrays:
     Create in the parent with :meth:`create`, pass :attr:`handle` (picklable) to the
     workers, and :meth:`attach` there. The creator must :meth:`unlink` it (once);
     everybody :meth:`close` s it. Arrays start zeroed and are 64-byte aligned.
+
+    Attributes
+    ----------
+    lasting : bool
+        Whether views handed out stay valid after :meth:`close`, here and in forks (the memory goes with the
+        last of them): a populated mapping's (:func:`_populated`); not the fallback mapping's, which close
+        unmaps, nor a private block's, which a fork does not get (:func:`dqnlab.core.memory.zeros`).
     """
 
     def __init__(self, shm: shared_memory.SharedMemory | _PrivateBlock, spec: Spec, owner: bool):
         self.shm, self.spec, self.owner = shm, spec, owner
         self.map = _populated(shm)
-        # whether views handed out stay valid after close, here and in forks (the memory goes with the last of
-        # them): a populated mapping's; not the fallback mapping's, which close unmaps, nor a private block's,
-        # which a fork does not get (dqnlab.core.memory.zeros)
         self.lasting = self.map is not None
         buf = shm.buf if self.map is None else self.map
         self.arrays: dict[str, np.ndarray] = {}
@@ -764,7 +768,7 @@ class SharedBlock:
 
     def model(self, copy: bool = True) -> dict[str, np.ndarray]:
         """The shared online model: ``{name: float32 array of its shape}``, a copy; with ``copy`` False, views of
-        the block where they outlive it (:attr:`SharedArrays.lasting`: a run's final result, read once nobody
+        the block where they outlive it (``SharedArrays.lasting``: a run's final result, read once nobody
         writes the block, without a copy of hundreds of MB), else a copy."""
         flat, out, off = self.arrays["theta"], {}, 0
         copy = copy or not self.arrays.lasting
