@@ -79,9 +79,11 @@ class Collectives:
         try:
             self.pg = dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), self.rank, self.world,
                                             datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
-        finally:
+        finally:  # (the environment as it was)
             if chosen is None:
                 del os.environ["GLOO_SOCKET_IFNAME"]
+            else:
+                os.environ["GLOO_SOCKET_IFNAME"] = chosen
 
     def tighten(self) -> None:
         """From now on a collective fails after :data:`PEER_TIMEOUT_S` without an answer (a rank cut off on
