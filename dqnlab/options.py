@@ -262,6 +262,13 @@ class Spec:
             return json.dumps(value)
         return str(value)
 
+    def flags(self, value: Any) -> list[str]:
+        """The command-line flags that give ``value``: ``--lock`` / ``--no-lock`` for a bool, else
+        ``--name TEXT`` (:meth:`to_text`)."""
+        if self.kind == "bool" and isinstance(value, bool):
+            return [self.flag if value else f"--no-{self.flag[2:]}"]
+        return [self.flag, self.to_text(value)]
+
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..schemes import parse_scheme_spec
+from ..options import specs
+from ..schemes import SCHEMES, parse_scheme_spec
 
 __all__ = ["INTERRUPT_SCHEMES", "bench_interrupt", "train_flags"]
 
@@ -31,14 +32,18 @@ INTERRUPT_SCHEMES = ("serial", "independent:sync=periodic", "shared", "sharded",
 EXIT_LIMIT_S = 300.0
 
 
-def train_flags(options: dict[str, Any]) -> list[str]:
-    """``train``'s flags for scheme ``options`` (``{"lock": False, "sync": "periodic"}`` ->
-    ``["--no-lock", "--sync", "periodic"]``)."""
-    flags: list[str] = []
-    for key, value in options.items():
-        flag = key.replace("_", "-")
-        flags += [f"--{flag}" if value else f"--no-{flag}"] if isinstance(value, bool) else [f"--{flag}", str(value)]
-    return flags
+def train_flags(spec: str) -> tuple[str, list[str]]:
+    """A scheme spec's name and ``train``'s flags for its options (``shared:lock=false`` ->
+    ``("shared", ["--no-lock"])``, each :meth:`dqnlab.options.Spec.flags`).
+
+    Raises
+    ------
+    ValueError
+        For a spec that :func:`~dqnlab.schemes.parse_scheme_spec` refuses.
+    """
+    name, options = parse_scheme_spec(spec)
+    declared = specs(SCHEMES[name].Options)
+    return name, [flag for key, value in options.items() for flag in declared[key].flags(value)]
 
 
 def bench_interrupt(schemes: Sequence[str] = INTERRUPT_SCHEMES, workers: int = 2, after_s: float = 40.0,
@@ -56,15 +61,15 @@ def bench_interrupt(schemes: Sequence[str] = INTERRUPT_SCHEMES, workers: int = 2
         If a run ends before its Ctrl-C, takes more than :data:`EXIT_LIMIT_S` to exit after it (it is
         killed), or leaves no summary.
     """
-    parsed = [(spec, *parse_scheme_spec(spec)) for spec in schemes]  # (every spec checked before any run)
+    parsed = [(spec, *train_flags(spec)) for spec in schemes]  # (every spec checked before any run)
     rows = []
-    for spec, name, options in parsed:
+    for spec, name, flags in parsed:
         k = 1 if name == "serial" else workers
         with tempfile.TemporaryDirectory(prefix="dqnlab-interrupt-") as tmp:
             out = Path(tmp) / "run"
             command = [sys.executable, "-m", "dqnlab", "train", "--scheme", name, "--workers", str(k),
                        "--preset", preset, "--minutes", str(max(5.0, 2 * after_s / 60)), "--out", str(out),
-                       "--no-progress", *train_flags(options)]
+                       "--no-progress", *flags]
             with open(Path(tmp) / "stderr.txt", "w") as err:
                 proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                         start_new_session=True)

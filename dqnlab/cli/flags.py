@@ -77,13 +77,7 @@ def name_the_flag(message: str) -> str:
     if spec is not None and spec.applies is not None and rest.startswith("applies only with"):
         # (TrainConfig.)priority_alpha applies only with prioritized True ... -> in flags
         dep = declared[spec.applies.name]
-
-        def flag(value: Any) -> str:
-            if dep.kind == "bool":
-                return dep.flag if value else f"--no-{dep.flag[2:]}"
-            return f"{dep.flag} {dep.to_text(value)}"
-
-        cond = " or ".join(flag(v) for v in spec.applies.values)
+        cond = " or ".join(" ".join(dep.flags(v)) for v in spec.applies.values)
         return f"{flag_name(spec)} applies only with {'a value other than ' if spec.applies.negate else ''}{cond}"
     return f"{flag_name(spec)}: {message}" if spec is not None and not message.startswith("TrainConfig.") \
         else message

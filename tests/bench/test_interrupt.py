@@ -6,13 +6,19 @@ import pytest
 
 from dqnlab.bench.interrupt import INTERRUPT_SCHEMES, bench_interrupt, train_flags
 from dqnlab.cli import main
-from dqnlab.schemes import SCHEMES, parse_scheme_spec
+from dqnlab.schemes import SCHEMES
 
 
 def test_a_specs_options_become_the_train_commands_flags():
-    assert train_flags(parse_scheme_spec("shared:lock=false:threads=true")[1]) == ["--no-lock", "--threads"]
-    assert train_flags({"sync": "periodic", "sync_every": 20_000}) == ["--sync", "periodic", "--sync-every", "20000"]
-    assert {parse_scheme_spec(s)[0] for s in INTERRUPT_SCHEMES} == set(SCHEMES)
+    assert train_flags("shared:lock=false:threads=true") == ("shared", ["--no-lock", "--threads"])
+    assert train_flags("independent:sync=periodic:sync_every=20000") == (
+        "independent", ["--sync", "periodic", "--sync-every", "20000"])
+    assert {train_flags(s)[0] for s in INTERRUPT_SCHEMES} == set(SCHEMES)
+    # the flags are train's: its parser reads them back as the spec's options
+    from dqnlab.cli.parser import build_parser
+
+    args = build_parser().parse_args(["train", *train_flags("shared:lock=false:threads=true")[1]])
+    assert (args.lock, args.threads) == (False, True)
 
 
 def test_a_bad_spec_is_refused_before_any_run_starts():
