@@ -39,7 +39,7 @@ def bench_scaling(schemes: Sequence[str] = SCALING_SCHEMES, workers: Sequence[in
     run never competes with another, but the machine's other load does: compare
     rows of one call, and repeat. A first ``serial`` run of ``seconds``, not a row, goes
     before them: the first run in a process pays for the memory it is the first to touch
-    (seconds of page faults on a virtual machine), which would slow whichever row came first.
+    (page faults, dear on a virtual machine), which would slow whichever row came first.
 
     Parameters
     ----------

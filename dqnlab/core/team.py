@@ -7,8 +7,8 @@ without the operating system: the leader fills the update's inputs, then opens i
 ``team[GENERATION]`` (an atomic read-modify-write, so everything written before it is seen by whoever
 reads the new generation); each helper, waiting for that generation, computes its share and adds one
 to ``team[DONE]``; the leader, having done its own share, waits until ``DONE`` counts every helper's.
-A meeting costs a few hundred nanoseconds where a ``threading.Barrier`` costs about a hundred
-microseconds -- about what the whole update costs. A waiting thread spins, yielding its core after
+A meeting needs no system call, where a ``threading.Barrier`` wakes each thread through the operating
+system, at a cost of the order of the whole update's. A waiting thread spins, yielding its core after
 :data:`SPINS` turns, so a team of more threads than cores still moves.
 
 The same array serves learners that each make their own updates on one shared table (``shared``): with

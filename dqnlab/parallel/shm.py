@@ -67,9 +67,8 @@ def _populated(shm: shared_memory.SharedMemory | _PrivateBlock) -> mmap.mmap | N
     """The block's memory mapped with every page in this process's page tables at once (Linux's
     ``MAP_POPULATE`` on the block's file in ``/dev/shm``), or None where that is not to be had (then the
     block's own mapping serves). A page of a block that another process wrote costs one page fault at its
-    first touch here, tens of microseconds each on a virtual machine (seconds for a table of hundreds of MB,
-    read at random by a worker or whole by the parent at the end), where populating the mapping costs
-    tens of milliseconds."""
+    first touch here, dear on a virtual machine and paid once per page of a table read at random by a
+    worker or whole by the parent at the end; populating the mapping pays for them all in one call."""
     path = f"/dev/shm/{shm.name.lstrip('/')}"
     if isinstance(shm, _PrivateBlock) or not hasattr(mmap, "MAP_POPULATE") or not os.path.exists(path):
         return None
