@@ -162,8 +162,8 @@ def plot_reward(runs, ax=None, x: str = "wall_time_s", window: int = 50, per_wor
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     for run in runs:
-        for label, xs, ys in _score_lines(run, x, window, per_worker):
-            ax.plot(xs, ys, label=label)
+        for label, xs, ys, colour in _score_lines(run, x, window, per_worker):
+            ax.plot(xs, ys, label=label, color=colour if per_worker else None)
     ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps")
     ax.set_ylabel(f"score (mean of last {window} games)")
     ax.legend(fontsize="small")
@@ -172,8 +172,8 @@ def plot_reward(runs, ax=None, x: str = "wall_time_s", window: int = 50, per_wor
 
 
 def _score_lines(run, x: str = "wall_time_s", window: int = 50, per_worker: bool = False):
-    """The lines of :func:`plot_reward` for one run: ``(label, x values, rolling mean score)``, one per
-    worker with ``per_worker``. With ``x="env_steps"`` and one line, x is the env steps of all workers
+    """The lines of :func:`plot_reward` for one run: ``(label, x values, rolling mean score, colour)``, one per
+    worker with ``per_worker`` (worker k in colour ``Ck``, however many of the workers have finished a game). With ``x="env_steps"`` and one line, x is the env steps of all workers
     together when each game ended (a worker's own env steps per worker)."""
     ep = run.episodes
     name = _run_label(run)
@@ -183,7 +183,7 @@ def _score_lines(run, x: str = "wall_time_s", window: int = 50, per_worker: bool
         else:
             xs = df[x]
         label = name if worker is None else f"{name} worker {worker}"
-        yield label, np.asarray(xs, float), _rolling(df["score"], window)
+        yield label, np.asarray(xs, float), _rolling(df["score"], window), f"C{0 if worker is None else worker}"
 
 
 def plot_run(run, window: int = 50, greedy=None):
@@ -555,9 +555,9 @@ class LiveFigure:
         self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
         self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
         self.ax_loss.set_yscale("log")
-        # One way of writing every tick (0.6, 1, 40, 2e+06), not "1" beside "6e-01".
+        # One way of writing every tick (0.6, 1, 40, 2,000), never scientific notation.
         # Minor ticks (2, 3, ... 9 x 10^k) are labelled only where the axis spans under a decade or two.
-        self.ax_loss.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
+        self.ax_loss.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
         self.ax_loss.yaxis.set_minor_formatter(FuncFormatter(self._minor_loss_tick))
         self.ax_score.set_ylabel(f"score (mean of last {window} games)")
         for ax in (self.ax_loss, self.ax_score):
@@ -581,7 +581,7 @@ class LiveFigure:
         low, high = self.ax_loss.get_ylim()
         decades = np.log10(high / low) if low > 0 else np.inf
         lead = round(value / 10 ** np.floor(np.log10(value))) if value > 0 else 0
-        return f"{value:.2g}" if decades < 1 or (decades < 2 and lead in (2, 5)) else ""
+        return plain_number(value) if decades < 1 or (decades < 2 and lead in (2, 5)) else ""
 
     def update(self, run, per_worker: bool = False):
         """Draw ``run`` into :attr:`figure` and return the figure.
@@ -655,7 +655,7 @@ class LiveFigure:
         if shown.any():
             low, high = float(loss[shown].min()), float(loss[shown].max())
             self.ax_loss.set_ylim(low / 1.5, high * 1.5)
-            note, title = "", f"TD loss (log scale): {loss[shown][-1]:.3g}"
+            note, title = "", f"TD loss (log scale): {plain_number(loss[shown][-1])}"
         else:
             self.ax_loss.set_ylim(0.1, 10.0)  # not the scale of the run before
             note = "no update yet" if recorded else "not recorded in this run"
@@ -666,11 +666,11 @@ class LiveFigure:
 
     def _update_scores(self, run, per_worker: bool) -> None:
         lines = list(_score_lines(run, "wall_time_s", self.window, per_worker)) if len(run.episodes) else []
-        for label in set(self._scores) - {label for label, _, _ in lines}:
+        for label in set(self._scores) - {label for label, *_ in lines}:
             self._scores.pop(label).remove()
-        for i, (label, xs, ys) in enumerate(lines):
+        for label, xs, ys, colour in lines:
             if label not in self._scores:
-                (self._scores[label],) = self.ax_score.plot([], [], color=f"C{i}", label=label)
+                (self._scores[label],) = self.ax_score.plot([], [], color=colour, label=label)
             self._scores[label].set_data(xs, ys)
         if self.ax_score.get_legend() is not None:
             self.ax_score.get_legend().remove()
@@ -697,6 +697,16 @@ def _without_final_burst(history):
         if t[-1] - t[-2] < 0.5 * usual:
             return history.iloc[:-1]
     return history
+
+
+def plain_number(v: float) -> str:
+    """``v`` without scientific notation: from 100 up in whole units with thousands separators (9,080), below
+    that in two significant digits (12, 0.6, 0.00031)."""
+    if not np.isfinite(v):
+        return str(v)
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return np.format_float_positional(v, precision=2, unique=True, fractional=False, trim="-")
 
 
 def _live_title(ax, text: str) -> None:

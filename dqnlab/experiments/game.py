@@ -19,16 +19,16 @@ def game_data(seed: int = 0) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``baselines``: {"random": EvalResult, "corner": EvalResult} of greedy play over
-        ``games`` games (1,000; 100 in smoke mode); ``speed``: rows of
+        ``baselines``: {"random": EvalResult, "corner": EvalResult} over ``games`` games
+        (:func:`dqnlab.ui.baselines.reference_results`, whose means the panels draw); ``speed``: rows of
         :func:`dqnlab.bench.game.bench_rules` (16,384 boards a call, best of 5; 1,024, one, in smoke
         mode); ``games``.
     """
-    from ..evaluation import evaluate
+    from ..ui.baselines import REFERENCE_GAMES, SMOKE_GAMES, reference_results
 
     b = chosen()
-    games = b.pick(1_000, 100)
-    baselines = {name: evaluate(name, games=games, seed=seed) for name in ("random", "corner")}
+    games = b.pick(REFERENCE_GAMES, SMOKE_GAMES)
+    baselines = reference_results(games, seed)  # (the games the panels' reference lines are drawn from)
     speed = bench_rules(boards=b.pick(16_384, 1_024), repeats=b.pick(5, 1), min_time=b.pick(0.2, 0.02), seed=seed)
     return {"baselines": baselines, "speed": speed, "games": games}
 

@@ -67,7 +67,11 @@ class RunsProgress:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:  # every run has ended: a bar left on the page says so, not where the last report was
+            self._bar.n = self._bar.total
+            self._bar.set_postfix_str("done", refresh=False)
+            self._bar.refresh()
         self._bar.close()
 
 

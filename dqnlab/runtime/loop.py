@@ -290,6 +290,8 @@ class RunLoop:
         """End the run's display and log: close the bar and flush and close the TensorBoard
         log (again: nothing). Schemes call it on every way out, failures included."""
         self.closed = True
+        if self.status == "completed":  # its budget is spent: a bar left on the page says so
+            self.bar.update(self.bar.total - self.bar.n)
         self.bar.close()
         if self.tensorboard is not None:
             self.tensorboard.close()

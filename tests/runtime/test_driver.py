@@ -67,3 +67,27 @@ def test_the_run_clock_stops_when_the_run_ends_so_result_and_checkpoint_agree(ti
     time.sleep(0.05)
     assert loop.elapsed == ended and loop.state_dict()["elapsed"] == ended
     assert ended >= 0.01
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_the_bar_left_on_the_page_is_full_when_the_budget_is_spent(tiny_config, stop):
+    loop = RunLoop(tiny_config.replace(total_env_steps=None, max_seconds=0.05), progress=True)
+    loop.bar.update(0.3 - loop.bar.n)  # the last report came before the budget's end
+    if stop:
+        loop.status = "stopped"
+    else:
+        time.sleep(0.06)
+        assert loop.done
+    loop.close()
+    assert (loop.bar.n == loop.bar.total) is not stop  # a stopped run's bar stays where it stopped
+
+
+def test_a_notebook_cells_runs_bar_is_full_once_every_run_ended():
+    from types import SimpleNamespace
+
+    from dqnlab.experiments.trials import RunsProgress
+
+    with RunsProgress(10.0, "two runs") as bar:
+        bar.run("first", 5.0)(SimpleNamespace(wall_time_s=1.0))
+        bar.run("second", 5.0)(SimpleNamespace(wall_time_s=0.5))  # smoke mode: runs end before their budgets
+    assert bar._bar.n == bar._bar.total == 10.0

@@ -143,6 +143,17 @@ def test_the_reference_players_are_measured_once_and_drawn_on_the_score_plot(mon
     assert low <= scores["random"] and scores["corner"] <= high  # in view
 
 
+def test_notebook_00s_reference_players_are_the_games_the_panels_draw(monkeypatch):
+    from dqnlab import experiments as ex
+    from dqnlab.ui import baselines
+
+    monkeypatch.setenv("DQNLAB_SMOKE", "1")
+    with ex.use(SMOKE):
+        data = ex.game_data()
+    table = {name: float(result.scores.mean()) for name, result in data["baselines"].items()}
+    assert table == baselines.reference_scores() and data["games"] == baselines.SMOKE_GAMES
+
+
 def test_a_panel_run_draws_the_reference_players(slow_scheme, config):
     panel = run_panel.ControlPanel(slow_scheme, config)
     panel.run_button.click()
@@ -270,6 +281,28 @@ def test_a_single_td_loss_is_drawn_where_the_title_gives_it():
     assert len(line.get_xdata()) == 1 and line.get_marker() not in ("None", "", None)  # a point, not nothing
     live.update(synthetic_run())
     assert line.get_marker() in ("None", "", None)  # a line where there are many
+
+
+def test_the_td_loss_title_and_ticks_are_plain_numbers():
+    run = synthetic_run()
+    run.history["loss"] = np.linspace(12_000.0, 9_080.4, len(run.history))
+    live = LiveFigure()
+    live.update(run)
+    live.figure.canvas.draw()
+    assert live.ax_loss.get_title() == "TD loss (log scale): 9,080"
+    ticks = [t.get_text() for t in live.ax_loss.get_yticklabels(minor=False) + live.ax_loss.get_yticklabels(minor=True)]
+    assert any(ticks) and not [t for t in ticks if "e" in t or "\u00d7" in t or "$" in t], ticks
+
+
+def test_each_worker_keeps_its_own_colour_on_the_score_plot():
+    run = synthetic_run()
+    late = run.episodes.copy()
+    late["worker"], late["score"] = 1, late["score"] * 2
+    live = LiveFigure()
+    live.update(dataclasses.replace(run, workers=2, episodes=late), per_worker=True)  # worker 1 finishes first
+    live.update(dataclasses.replace(run, workers=2, episodes=pd.concat([late, run.episodes])), per_worker=True)
+    colours = {line.get_label().rsplit(" ", 1)[-1]: line.get_color() for line in live._scores.values()}
+    assert colours == {"0": "C0", "1": "C1"}
 
 
 def test_more_workers_than_cores_are_said(config, monkeypatch):
