@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 
 from ..bench.game import bench_rules
+from ..plots import _thousands
 from .budgets import chosen
+from .reading import plain_log_ticks
 from .trials import new_figure
 
 __all__ = ["game_data", "game_figure"]
@@ -34,8 +36,9 @@ def game_data(seed: int = 0) -> dict[str, Any]:
 
 
 def game_figure(data: dict[str, Any]):
-    """00: score distribution and largest tile of random and corner play; moves per second."""
-    fig, axes = new_figure(1, 3, figsize=(10.5, 3.4))
+    """00: score distribution and largest tile of random and corner play (legends above the bars); moves per
+    second."""
+    fig, axes = new_figure(1, 3, figsize=(10, 3.4), width_ratios=[1, 1, 1.3])
     ax = axes[0]
     bins = np.linspace(0, max(float(ev.scores.max()) for ev in data["baselines"].values()), 40)
     for i, (name, ev) in enumerate(data["baselines"].items()):
@@ -44,7 +47,6 @@ def game_figure(data: dict[str, Any]):
     ax.set_xlabel("score")
     ax.set_ylabel("games")
     ax.set_title(f"score of {data['games']:,} games")
-    ax.legend(fontsize="small")
 
     ax = axes[1]
     tiles = sorted({int(t) for ev in data["baselines"].values() for t in np.unique(ev.max_tiles)})
@@ -57,18 +59,20 @@ def game_figure(data: dict[str, Any]):
     ax.set_xlabel("largest tile")
     ax.set_ylabel("fraction of games")
     ax.set_title("largest tile reached")
-    ax.legend(fontsize="small")
+    for ax in axes[:2]:
+        ax.set_ylim(0, 1.35 * ax.get_ylim()[1])  # room for the legend above the bars
+        ax.legend(fontsize="small", loc="upper right")
 
     ax = axes[2]
     rows = data["speed"]
-    labels = [f"{r['what'].split(':')[0]}: {r['what'].split(': ')[-1].split(' (')[0]}"
-              + (f" x{r['threads']}" if r["threads"] > 1 else "") for r in rows]
+    labels = [r["what"].split(" (")[0] + (f" x{r['threads']}" if r["threads"] > 1 else "") for r in rows]
     ax.barh(np.arange(len(rows)), [r["moves_per_s"] for r in rows],
             color=["C1" if r["what"].startswith("NumPy") else "C0" for r in rows])
     ax.set_yticks(np.arange(len(rows)), labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("env steps / s (x2: two threads, two cores)")
-    ax.set_title(f"how fast the rules run ({rows[0]['boards']:,} boards a call)")
+    plain_log_ticks(ax, "x", fmt=_thousands)
+    ax.set_xlabel("env steps / s (x2: 2 threads, 2 cores)")
+    ax.set_title(f"speed, {rows[0]['boards']:,} boards a call")
     fig.suptitle("00 the game: baselines and speed")
     return fig

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -20,7 +20,7 @@ import pandas as pd
 from ..bench.learning import PLAYER_REACH, PLAYER_SCORE, configuration
 from .trials import new_figure
 
-__all__ = ["SUMMARY_COLUMNS", "fmt_number", "readable", "td_settings", "versus_serial_table", "versus_serial_text", "versus_serial_figure",
+__all__ = ["SUMMARY_COLUMNS", "fmt_number", "plain_log_ticks", "readable", "td_settings", "versus_serial_table", "versus_serial_text", "versus_serial_figure",
            "SCHEME_COLOURS"]
 
 #: One colour per scheme in every figure of the notebooks; serial is grey.
@@ -48,6 +48,35 @@ def fmt_number(v: Any) -> str:
     decimals = min(6, max(0, 2 - math.floor(math.log10(abs(v)))))
     text = f"{v:,.{decimals}f}"
     return text.rstrip("0") if abs(v) < 1 else text  # 0.990 -> 0.99; 1.00 stays
+
+
+def plain_log_ticks(ax, which: str = "x", ticks: Sequence[float] | None = None,
+                    fmt: Callable[[float], str] | None = None) -> None:
+    """Plain numbers on the log-scale ``which`` axis ("x" or "y") of ``ax`` (0.003, 4, 1,000; never ``4×10⁰``
+    or ``2⁶``; ``fmt(v)`` if given): at ``ticks`` only where given, else matplotlib's log ticks over at least a
+    decade (a narrower view has no decade ticks, and crowded minor ones)."""
+    from matplotlib.ticker import LogFormatter, NullLocator
+
+    from ..plots import plain_number
+
+    fmt = fmt or plain_number
+    axis, lim, set_lim = (ax.xaxis, ax.get_xlim, ax.set_xlim) if which == "x" else (ax.yaxis, ax.get_ylim, ax.set_ylim)
+    if ticks is not None:
+        ticks = sorted(set(ticks))
+        axis.set_ticks(ticks, [fmt(t) for t in ticks])
+        axis.set_minor_locator(NullLocator())
+        return
+    lo, hi = lim()
+    if 0 < lo and hi < 10 * lo:
+        mid = math.sqrt(lo * hi)
+        set_lim(mid / math.sqrt(10), mid * math.sqrt(10))
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return fmt(x)
+
+    axis.set_major_formatter(Plain())
+    axis.set_minor_formatter(Plain(labelOnlyBase=False))
 
 
 #: The columns of :func:`~dqnlab.experiments.summary_table` that fit a notebook's page.
