@@ -83,17 +83,31 @@ def plain_log_ticks(ax, which: str = "x", ticks: Sequence[float] | None = None,
 SUMMARY_COLUMNS = ("run", "env_steps/s", "updates/s", "acting %", "learning %", "communication %", "greedy score")
 
 
+#: Short headers of columns :func:`readable` shows under another name (others: ``_`` as a space).
+_HEADERS = {"final_score_mean": "mean score at end", "final_reach_2048": "2048 share at end",
+            "minutes_to_10000": "min to 10,000", "minutes_to_2048_in_half": "min to 2048 in half",
+            "minutes_to_4096_in_half": "min to 4096 in half"}
+
+
 def readable(table: pd.DataFrame, columns: Sequence[str] | None = None, *, hide_index: bool = True):
     """``table`` (only ``columns``, those it has, if given) as a pandas Styler that a notebook shows without
-    scientific notation or a wide page: every number through :func:`fmt_number`, the index hidden, long text
-    wrapped."""
+    scientific notation or a wide page: every number through :func:`fmt_number`, short headers that wrap
+    (:data:`_HEADERS`, else ``_`` as a space), text columns left-aligned, a blank ``variant`` as ``plain``, the
+    index hidden, long text wrapped."""
     if columns is not None:
         table = table[[c for c in columns if c in table.columns]]
+    if "variant" in table.columns:
+        table = table.assign(variant=table["variant"].replace("", "plain"))
+    table = table.rename(columns=lambda c: _HEADERS.get(c, c.replace("_", " ")) if isinstance(c, str) else c)
     styler = table.style.format(fmt_number)
     if hide_index:
         styler = styler.hide(axis="index")
-    return styler.set_table_styles([{"selector": "th", "props": "max-width: 9em; white-space: normal;"},
-                                    {"selector": "td", "props": "max-width: 18em; white-space: normal;"}])
+    wrap = "white-space: normal; overflow-wrap: break-word;"
+    styler.set_table_styles([{"selector": "th", "props": f"max-width: 9em; {wrap}"},
+                             {"selector": "td", "props": f"max-width: 18em; {wrap}"}])
+    text = [c for c in table.columns if table[c].map(lambda v: isinstance(v, str)).all()]
+    left = [{"selector": "th", "props": "text-align: left;"}, {"selector": "td", "props": "text-align: left;"}]
+    return styler.set_table_styles(dict.fromkeys(text, left), overwrite=False)
 
 
 def versus_serial_table(table: pd.DataFrame) -> pd.DataFrame:

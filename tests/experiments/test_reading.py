@@ -66,3 +66,14 @@ def test_the_figure_fits_a_notebook(tmp_path):
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
     assert len(titles) == 5 and titles[0].startswith("shared (lock=True)")
     plt.close(fig)
+
+
+def test_a_readable_table_has_short_headers_text_on_the_left_and_a_plain_variant():
+    table = pd.DataFrame({"variant": ["", "prioritized"], "seed": [0, 1], "final_score_mean": [4716.2, 5254.0],
+                          "minutes_to_2048_in_half": [math.nan, 1.5]})
+    styler = ex.readable(table)
+    assert list(styler.data.columns) == ["variant", "seed", "mean score at end", "min to 2048 in half"]
+    assert list(styler.data["variant"]) == ["plain", "prioritized"]
+    html = styler.to_html()
+    assert "th.col0 {\n  text-align: left;" in html and "col1 {\n  text-align: left" not in html
+
