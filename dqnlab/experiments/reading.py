@@ -114,7 +114,9 @@ def versus_serial_table(table: pd.DataFrame) -> pd.DataFrame:
     """The columns of :func:`~dqnlab.bench.learning.versus_serial`'s ``table`` a notebook shows, a configuration
     named in one column: ``configuration``, ``seeds``, the minutes of the slowest seed to a greedy mean of 10,000 and
     to 2048 / 4096 in half the games, the ratio to serial's for 4096, the median mean score at the end and the
-    median env steps per second (of all workers). Show it with :func:`readable`."""
+    median env steps per second (of all workers); a row per configuration, the schemes in :data:`_ORDER`
+    (serial first). Show it with :func:`readable`."""
+    table = _ordered(table)
     out = pd.DataFrame({"configuration": [_name(r) for r in table.to_dict("records")], "seeds": table["seeds"]})
     for column, name in _COLUMNS.items():
         out[name] = table[column]
@@ -137,6 +139,12 @@ def _name(row: dict[str, Any]) -> str:
     return name + (f" x{row['workers']}" if row["workers"] > 1 else "")
 
 
+def _ordered(table: pd.DataFrame) -> pd.DataFrame:
+    """``table``'s rows with the schemes in :data:`_ORDER` (a scheme's rows together, in their order)."""
+    return table.sort_values("scheme", key=lambda s: s.map(lambda x: _ORDER.index(x) if x in _ORDER else len(_ORDER)),
+                             kind="stable")
+
+
 def _ratio(v: float) -> str:
     """A ratio as the table shows it (:func:`fmt_number`), with its ``x``."""
     return f"{fmt_number(float(v))}x"
@@ -147,7 +155,7 @@ def versus_serial_text(table: pd.DataFrame, scheme: str | None = None, tile: int
     :func:`~dqnlab.bench.learning.versus_serial`'s ``table``: the ratio of its slowest seed's minutes to ``tile``
     (else 2048, where it did not make ``tile`` in every seed) in half the games to serial's (the table's ``x serial to ... in half``, as :func:`fmt_number` shows it), its median mean score
     at the end against serial's, and its env steps a second as a multiple of serial's."""
-    rows = table.to_dict("records")
+    rows = _ordered(table).to_dict("records")
     tiles = [t for t in (4096, 2048) if t <= tile]
     serial = next((r for r in rows if r["scheme"] == "serial" and r["variant"] == ""),
                   next((r for r in rows if r["scheme"] == "serial"), None))

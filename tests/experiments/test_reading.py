@@ -77,3 +77,11 @@ def test_a_readable_table_has_short_headers_text_on_the_left_and_a_plain_variant
     html = styler.to_html()
     assert "th.col0 {\n  text-align: left;" in html and "col1 {\n  text-align: left" not in html
 
+
+def test_the_versus_serial_table_and_text_go_scheme_by_scheme_serial_first():
+    table = _table().iloc[[1, 3, 0, 2]].assign(  # independent, sharded, serial, independent
+        **dict.fromkeys(("min to 10,000", "min to 2048 in half", "min to 4096 in half"), 1.0))
+    assert list(ex.versus_serial_table(table)["configuration"]) == [
+        "serial", "independent (sync=sum) x2", "independent (sync=periodic) x2", "sharded x2"]
+    assert [line.split(" ")[0] for line in ex.versus_serial_text(table).splitlines()] == \
+        ["independent", "independent", "sharded"]
