@@ -237,16 +237,17 @@ def versus_serial_figure(data: dict[str, Any], metrics: Sequence[str] = ("score_
 
 
 def td_settings() -> pd.DataFrame:
-    """The settings of the TD target a scheme notebook's figures and panel train with: the ``default`` preset (the
-    measured curves) and :func:`~dqnlab.experiments.explore_config` (the panels' small MLP, full budget)."""
+    """The settings of the TD target a scheme notebook's runs train with: the ``default`` preset (the measured
+    curves, and the panel's learner unless another is chosen) and :func:`~dqnlab.experiments.explore_config`
+    (the small MLP of the ``ex.*_data()`` runs, full budget)."""
     from ..config import TrainConfig
     from .budgets import FULL, explore_config
 
     keys = ("network", "afterstate", "gamma", "n_step", "optimizer", "lr", "batch_size", "target_update",
             "double_dqn")
     rows = []
-    for who, config in (("the curves (`default` preset)", TrainConfig.preset("default")),
-                        ("the panel", explore_config(FULL))):
+    for who, config in (("the curves and the panel (`default` preset)", TrainConfig.preset("default")),
+                        ("the ex.*_data() runs (a small MLP)", explore_config(FULL))):
         d = config.to_dict()
         rows.append({"trains": who, **{k: d[k] for k in keys}})
     return pd.DataFrame(rows)

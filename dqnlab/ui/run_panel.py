@@ -68,12 +68,14 @@ from .controls import checkbox, dropdown, labelled, option_widget, parse_text, s
 from .presets import PANEL_PRESETS, PRESET_WORDS, panel_config
 from .status import IDLE_TEXT, first_line, in_labels, progress_text, summary_text
 
-__all__ = ["ControlPanel", "BATCH_SIZES", "SINGLE_PROCESS", "GIVEN", "active_panel"]
+__all__ = ["ControlPanel", "BATCH_SIZES", "SINGLE_PROCESS", "ONE_PLAYER", "GIVEN", "active_panel"]
 
 #: Batch sizes offered by the panel's dropdown.
 BATCH_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 #: Schemes that always run one process (no worker slider).
 SINGLE_PROCESS = frozenset({"serial"})
+#: Schemes whose games are all one learner's (no "score per worker": there is one line to draw).
+ONE_PLAYER = frozenset({"serial", "sharded", "averaged"})
 #: Seconds a progress report may come early and still redraw the figure: runs report about
 #: once a second, so a draw every ``redraw_every_s`` (2 s) needs every second report to count.
 _REPORT_SLACK_S = 0.5
@@ -187,7 +189,7 @@ class ControlPanel:
         single = scheme in SINGLE_PROCESS
         self._build_common_controls(workers, batch_size, budget_s, seed, max_workers, single)
         self._build_option_controls(declared, options)
-        self._build_widget(single)
+        self._build_widget(scheme in ONE_PLAYER)
         self._update_visibility()
         self._check_inputs()
         self._note_cores()
@@ -255,10 +257,12 @@ class ControlPanel:
         for name in self._text_specs:
             self._controls()[name].observe(lambda _change: self._check_inputs(), names="value")
 
-    def _build_widget(self, single: bool) -> None:
-        """The buttons, the status line and the figure, and :attr:`widget`: every row of the panel."""
-        self.per_worker, per_worker_box = checkbox("score per worker", "Draw one score line per worker.", False)
-        per_worker_box.layout.display = "none" if single else None
+    def _build_widget(self, one_player: bool) -> None:
+        """The buttons, the status line and the figure, and :attr:`widget`: every row of the panel (no "score per
+        worker" where one learner plays every game)."""
+        self.per_worker, self._shown_as["per_worker"] = checkbox("score per worker", "Draw one score line per worker.",
+                                                                 False)
+        self._shown_as["per_worker"].layout.display = "none" if one_player else None
         self.per_worker.observe(lambda _change: self._redraw(self._shown, force=True), names="value")
         self.run_button = W.Button(description="Run", button_style="success", icon="play",
                                    tooltip="Train with these settings (in the background).")
@@ -275,7 +279,7 @@ class ControlPanel:
         network_row = W.HBox([self._shown_as[n] for n in ("network", "afterstate", "augment_symmetry")],
                              layout=W.Layout(flex_flow="row wrap", align_items="center",
                                              display=None if self._network_controls else "none"))
-        scheme_row = W.HBox([self._shown_as[name] for name in self.options] + [per_worker_box], layout=row)
+        scheme_row = W.HBox([self._shown_as[name] for name in [*self.options, "per_worker"]], layout=row)
         buttons = W.HBox([self.run_button, self.stop_button])
         self.widget = W.VBox([title, network_row, common, scheme_row, self.check, self.note, buttons, self.status,
                               self.figure])

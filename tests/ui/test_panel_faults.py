@@ -355,3 +355,17 @@ def test_a_smoke_mode_panel_trains_its_default_learner_without_diverging(monkeyp
     assert panel.preset.value == "default"
     run = panel.run(blocking=True, timeout=300)
     assert panel.error is None and run.status == "completed" and run.updates > 0, panel.error
+
+
+def test_an_unset_option_reads_auto_in_the_status_line():
+    from dqnlab.ui import status
+
+    text = status.summary_text(synthetic_run(), {"learner_threads": None, "workers": 2},
+                               {"budget_s": "budget (s)", "learner_threads": "learner threads"}, 0.0)
+    assert "learner threads=auto" in text and "None" not in text
+
+
+@pytest.mark.parametrize("scheme", ["serial", "independent", "shared", "sharded", "averaged", "actors"])
+def test_score_per_worker_is_offered_where_workers_play_their_own_games(scheme):
+    panel = panels.control_panel(scheme, workers=1 if scheme == "serial" else 2)
+    assert (panel._shown_as["per_worker"].layout.display != "none") is (scheme in ("independent", "shared", "actors"))
