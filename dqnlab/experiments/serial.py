@@ -120,20 +120,23 @@ def _projection(data: dict[str, Any]) -> pd.DataFrame:
 
 def serial_figure(data: dict[str, Any]):
     """01: seconds per move of each update, projected days for 10,000 episodes, time split."""
-    fig, axes = new_figure(1, 3, figsize=(10.5, 3.6), width_ratios=[1, 1.4, 1])
+    fig, axes = new_figure(1, 3, figsize=(10, 3.8), width_ratios=[1, 1.9, 0.85])
     from ..plots import plot_bars, plot_time_split
 
-    names = {"legacy_keras": "loop, Keras", "legacy_torch": "loop, PyTorch", "batched": "batched"}
+    names = {"legacy_keras": "loop,\nKeras", "legacy_torch": "loop,\nPyTorch", "batched": "batched"}
     rows = data["bench"]["rows"]
     plot_bars([r["seconds_per_env_step"] * 1e3 for r in rows], [names.get(r["method"], r["method"]) for r in rows],
-              axes[0], "ms per env step (one replay step of 64)", "one replay step", log=True, fmt=_sig)
+              axes[0], "ms per env step (replay step of 64)", "one replay step", log=True, fmt=_sig)
     proj = data["projection"]
-    short = ["request's projection"] + [_short_how(h) for h in proj["how"][1:]]
+    short = ["request's\nprojection"] + [_short_how(h) for h in proj["how"][1:]]
     plot_bars(proj["days"], short, axes[1], "days", f"{USER_EPISODES:,} episodes would take", log=True,
               fmt=_sig, reference=USER_PROJECTION_DAYS, reference_label="the request's 550 days")
-    axes[1].tick_params(axis="x", labelrotation=25)
+    for ax in axes[:2]:  # names in two short lines, side by side; room above the tallest bar for its number
+        ax.tick_params(axis="x", labelrotation=0, labelsize="small")
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(bottom, top * (top / bottom) ** 0.15)
     plot_time_split([data["seed_run"], data["fast_run"]], axes[2],
-                    labels=["seed preset", "dqnlab\ndefaults"])
+                    labels=["seed\npreset", "dqnlab\ndefaults"])
     axes[2].set_title("where a serial run's time goes")
     fig.suptitle("01 serial: why so slow")
     return fig
@@ -145,8 +148,8 @@ def _sig(v: float) -> str:
 
 
 def _short_how(how: str) -> str:
-    return {"per-transition loop, Keras (the original code)": "loop, Keras",
-            "per-transition loop, PyTorch": "loop, PyTorch",
-            "batched update only": "batched update",
-            "seed preset's hyperparameters, batched (serial run)": "seed preset,\nbatched",
+    return {"per-transition loop, Keras (the original code)": "loop,\nKeras",
+            "per-transition loop, PyTorch": "loop,\nPyTorch",
+            "batched update only": "batched\nupdate",
+            "seed preset's hyperparameters, batched (serial run)": "seed,\nbatched",
             "dqnlab serial (batched, 32 boards at once, masked moves)": "dqnlab\nserial"}.get(how, how)

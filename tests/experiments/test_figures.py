@@ -68,3 +68,32 @@ def test_the_game_figure_names_each_speed_once_and_keeps_its_legends_above_the_b
     for ax in fig.axes[:2]:
         tallest = max(p.get_height() for p in ax.patches)
         assert tallest < 0.8 * ax.get_ylim()[1]  # the legend's room
+
+
+def _apart(texts) -> bool:
+    """Whether no two of the drawn ``texts`` overlap."""
+    boxes = [t.get_window_extent() for t in texts if t.get_text()]
+    return not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_the_serial_figure_keeps_its_names_apart_and_its_numbers_inside():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from dqnlab.experiments.serial import _projection
+
+    def run(steps_per_s, moves):
+        return SimpleNamespace(episodes=pd.DataFrame({"moves": moves}), env_steps=100, env_steps_per_s=steps_per_s,
+                               time_split={"acting": 0.3, "learning": 0.7})
+
+    rows = [{"method": m, "seconds_per_env_step": s} for m, s in
+            (("batched", 0.0017), ("legacy_torch", 0.05), ("legacy_keras", 0.3))]
+    data = {"bench": {"rows": rows}, "random_moves": [143], "seed_run": run(630, [140]), "fast_run": run(6600, [104])}
+    data["projection"] = _projection(data)
+    fig = ex.serial_figure(data)
+    _fits(fig)
+    for ax in fig.axes[:2]:
+        assert _apart(ax.get_xticklabels())
+        inside = ax.get_window_extent()
+        assert all(inside.y1 >= t.get_window_extent().y1 for t in ax.texts)  # each bar's number below the top
