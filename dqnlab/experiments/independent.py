@@ -6,7 +6,7 @@ from typing import Any
 
 from ..schemes.independent import SYNC_SCHEDULES
 from .budgets import chosen, explore_config
-from .trials import new_figure, rolling_window, run_grid
+from .trials import headroom, legend_or_no_data, new_figure, rolling_window, run_grid
 
 __all__ = ["independent_data", "independent_figure"]
 
@@ -39,17 +39,25 @@ def independent_data(workers: int = 2, seconds: float | None = None,
 
 def independent_figure(data: dict[str, Any]):
     """02: per-learner curves without and with sharing, divergence, greedy score per schedule."""
-    from ..plots import plot_bars, plot_divergence, plot_reward
+    from ..plots import _score_lines, plot_bars, plot_divergence
 
     trials = data["schedules"]
     fig, axes = new_figure(2, 2, figsize=(10, 7.5))
     for ax, t in zip(axes[0], trials[:2]):
-        plot_reward(t.run, ax, "wall_time_s", window=rolling_window(t.run) // 2 or 1, per_worker=True)
-        ax.set_title(f"each learner's training score, {t.label}")
+        window = rolling_window(t.run) // 2 or 1
+        for label, xs, ys, colour in _score_lines(t.run, "wall_time_s", window, per_worker=True):
+            ax.plot(xs, ys, "o-" if len(xs) < 20 else "-", ms=3, color=colour, label=label)  # a dot: one game
+        ax.set(xlabel="wall time (s)", ylabel=f"score (mean of last {window} games)",
+               title=f"each learner's training score, {t.label}")
     div = trials + list(data["intervals"])
     plot_divergence([t.run for t in div], [t.label for t in div], axes[1, 0])
     plot_bars([t.final_greedy for t in trials], [t.label for t in trials], axes[1, 1], "greedy score (mean)",
               "final greedy score (shared weights)")
+    for ax in axes.ravel():
+        if ax.has_data():
+            headroom(ax)
+    for ax in axes.ravel()[:3]:
+        legend_or_no_data(ax)  # (placed again, above the data)
     fig.suptitle(f"02 independent: {data['workers']} learners, {data['seconds']:g} s each, "
                  f"check-in every {data['sync_every']} updates")
     return fig

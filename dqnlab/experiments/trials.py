@@ -20,7 +20,7 @@ from ..runtime.results import RunResult
 from .budgets import chosen
 
 __all__ = ["Trial", "greedy_curve", "greedy_at", "run_trial", "run_grid", "summary_table", "rolling_window",
-           "new_figure", "RunsProgress", "serial_baseline"]
+           "headroom", "legend_or_no_data", "new_figure", "RunsProgress", "serial_baseline"]
 
 
 class RunsProgress:
@@ -218,6 +218,22 @@ def summary_table(trials: Sequence[Trial]) -> pd.DataFrame:
 def rolling_window(run: RunResult) -> int:
     """Rolling window for training-score curves: 50 games, fewer for tiny runs."""
     return int(max(1, min(50, len(run.episodes) // 4)))
+
+
+def headroom(ax: Any, factor: float = 1.3) -> None:
+    """Room above the data of ``ax`` (a linear y axis) for a legend or the numbers on bars: its top times
+    ``factor``."""
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, bottom + (top - bottom) * factor)
+
+
+def legend_or_no_data(ax: Any, **kwargs: Any) -> None:
+    """A legend of ``ax``'s labelled lines (small type; ``kwargs`` for ``ax.legend``), or, if it has none,
+    "no data" in the middle of the panel."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**{"fontsize": "small", **kwargs})
+    else:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="0.4")
 
 
 def new_figure(*args: Any, **kwargs: Any):

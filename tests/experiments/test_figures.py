@@ -97,3 +97,30 @@ def test_the_serial_figure_keeps_its_names_apart_and_its_numbers_inside():
         assert _apart(ax.get_xticklabels())
         inside = ax.get_window_extent()
         assert all(inside.y1 >= t.get_window_extent().y1 for t in ax.texts)  # each bar's number below the top
+
+
+def _trial(label, games=(), divergence=(), greedy=1000.0):
+    """A Trial of a 2-worker run whose ``games`` (worker, wall time, score) finished."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from dqnlab.experiments.trials import Trial
+
+    episodes = pd.DataFrame(list(games), columns=["worker", "wall_time_s", "score"]).assign(env_steps=10)
+    run = SimpleNamespace(scheme="independent", workers=2, episodes=episodes, extra={"divergence": list(divergence)})
+    return Trial(label, run, pd.DataFrame({"score_mean": [greedy]}))
+
+
+def test_the_independent_figure_says_no_data_and_draws_a_worker_of_one_game(recwarn):
+    trials = [_trial("sync=none", [(1, 0.5, 385)], [{"wall_time_s": 0.25, "divergence_rel": 0.03, "synced": False}]),
+              _trial("sync=periodic")]
+    fig = ex.independent_figure({"schedules": trials, "intervals": [], "workers": 2, "seconds": 0.5,
+                                 "sync_every": 20})
+    _fits(fig)
+    assert not [w for w in recwarn if "legend" in str(w.message)]
+    one, empty = fig.axes[:2]
+    (line,) = one.get_lines()
+    assert line.get_marker() == "o" and line.get_label() == "independent x2 worker 1"
+    assert one.get_legend() is not None and empty.get_legend() is None
+    assert [t.get_text() for t in empty.texts] == ["no data"]
