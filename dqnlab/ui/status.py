@@ -44,11 +44,13 @@ def progress_text(scheme: str, run: RunResult, since_report_s: float = 0.0, quie
 
 def summary_text(run: RunResult, settings: dict[str, Any], labels: dict[str, str], prep_s: float) -> str:
     """The status line when ``run`` has ended: its ``settings`` (in ``labels``' words; an option left unset,
-    None, as ``auto``), speed, time split and recent score, and the ``prep_s`` seconds of start-up before its budget if they were noticeable."""
+    None, as ``auto``), its network, speed, time split and recent score, and the ``prep_s`` seconds of start-up before its budget if they were noticeable."""
     s = run.summary()
     split = ", ".join(f"{k} {v:.0%}" for k, v in s["time_fraction"].items() if v is not None) or "none measured"
     opts = in_labels(", ".join(f"{k}={'auto' if v is None else v}" for k, v in settings.items()), labels)
-    return (f"<b>{run.status}</b> ({opts}, batch {run.config.batch_size}): {s['env_steps']:,} env steps, "
+    c = run.config
+    learner = f"{c.network} network" + (" on afterstates" if c.afterstate else "")
+    return (f"<b>{run.status}</b> ({opts}, batch {c.batch_size}, {learner}): {s['env_steps']:,} env steps, "
             f"{s['updates']:,} updates, {s['episodes']:,} games in {s['wall_time_s']:.1f} s &mdash; "
             f"{s['env_steps_per_s']:,.0f} env steps/s, {s['updates_per_s']:,.1f} updates/s; "
             f"time: {split}; recent score {_recent(run)}"

@@ -363,6 +363,7 @@ def test_an_unset_option_reads_auto_in_the_status_line():
     text = status.summary_text(synthetic_run(), {"learner_threads": None, "workers": 2},
                                {"budget_s": "budget (s)", "learner_threads": "learner threads"}, 0.0)
     assert "learner threads=auto" in text and "None" not in text
+    assert f"{synthetic_run().config.network} network" in text  # the learner it trained, too
 
 
 @pytest.mark.parametrize("scheme", ["serial", "independent", "shared", "sharded", "averaged", "actors"])
