@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..config import TrainConfig
+from ..plots import _thousands
 from ..runtime.results import RunResult
 from .budgets import chosen, explore_config
 from .trials import new_figure, run_grid
@@ -48,9 +51,9 @@ def _worker_seconds(run: RunResult) -> float:
 
 
 def shared_figure(data: dict[str, Any]):
-    """03: lock wait as workers grow; updates/s and env steps/s; greedy score; processes vs threads."""
-    fig, grid = new_figure(2, 3, figsize=(10.5, 6.8))
-    grid[1, 2].set_visible(False)  # five panels
+    """03: lock wait as workers grow; updates/s and env steps/s; greedy score; processes vs threads. The
+    legends in the sixth panel's place, off the data."""
+    fig, grid = new_figure(2, 3, figsize=(10, 6.8))
     axes = grid.ravel()[:5]
     for lock, style in ((True, "o-"), (False, "s--")):
         ts = [t for t in data["trials"] if t.settings.get("lock", True) == lock or t.settings["workers"] == 1]
@@ -68,17 +71,22 @@ def shared_figure(data: dict[str, Any]):
         ax.bar([i + 0.2], [t.run.updates_per_s * t.run.config.batch_size], 0.4, color="C1",
                label="samples trained / s" if i == 0 else None)
     ax.set_xticks(range(len(pair)), [t.label.split(", ")[-1] for t in pair])
-    ax.set_title(f"processes vs threads ({pair[0].run.config.network}, x2 lock-free)")
-    ax.legend(fontsize="small")
+    ax.set_title(f"processes vs threads\n({pair[0].run.config.network}, x2 lock-free)")
+    ax.yaxis.set_major_formatter(_thousands)
     for ax, title, ylabel in zip(axes[:4], ("waiting for the lock", "learning throughput", "acting throughput",
                                         "final greedy score"),
                                  ("lock wait, % of worker time", "updates / s", "env steps / s",
                                   "greedy score (mean)")):
         ax.set_xlabel("workers")
         ax.set_xticks(data["workers"])
-        ax.set_ylim(bottom=0)
+        ax.set_xlim(min(data["workers"]) - 0.5, max(data["workers"]) + 0.5)
+        top = max((y for line in ax.get_lines() for y in line.get_ydata() if np.isfinite(y)), default=1.0)
+        ax.set_ylim(-0.05 * top, 1.1 * top)  # every marker inside, 0 too
         ax.set_title(title)
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize="small")
+    grid[1, 2].axis("off")
+    grid[1, 2].legend(*axes[0].get_legend_handles_labels(), loc="upper left")
+    grid[1, 2].add_artist(grid[1, 2].get_legend())
+    grid[1, 2].legend(*axes[4].get_legend_handles_labels(), title="processes vs threads", loc="lower left")
     fig.suptitle(f"03 shared: one buffer and one model, {data['seconds']:g} s per run")
     return fig

@@ -124,3 +124,28 @@ def test_the_independent_figure_says_no_data_and_draws_a_worker_of_one_game(recw
     assert line.get_marker() == "o" and line.get_label() == "independent x2 worker 1"
     assert one.get_legend() is not None and empty.get_legend() is None
     assert [t.get_text() for t in empty.texts] == ["no data"]
+
+
+def test_the_shared_figure_keeps_its_legends_off_the_data_and_every_point_inside():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from dqnlab.experiments.trials import Trial
+
+    def trial(label, lock, speed):
+        run = SimpleNamespace(updates_per_s=speed, env_steps_per_s=10 * speed, extra={"lock_wait_s": 0.5 * lock},
+                              time_split={"acting": 1.0, "learning": 1.0},
+                              config=SimpleNamespace(batch_size=128, network="ntuple"))
+        return Trial(label, run, pd.DataFrame({"score_mean": [speed]}), {"workers": 2, "lock": lock})
+
+    data = {"trials": [trial("x2 lock", True, 370.0), trial("x2 lock-free", False, 550.0)], "workers": [2],
+            "threads": [trial("x2 lock-free, processes", False, 570.0), trial("x2 lock-free, threads", False, 650.0)],
+            "seconds": 0.5}
+    fig = ex.shared_figure(data)
+    _fits(fig)
+    panels, legends = fig.axes[:5], fig.axes[5]
+    assert all(ax.get_legend() is None for ax in panels) and legends.get_legend() is not None
+    for ax in panels[:4]:
+        bottom, top = ax.get_ylim()
+        assert all(bottom < y < top for line in ax.get_lines() for y in line.get_ydata())
