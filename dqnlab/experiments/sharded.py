@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .budgets import chosen, explore_config
-from .trials import Trial, new_figure, run_grid
+from .trials import Trial, legend_or_no_data, new_figure, run_grid
 
 __all__ = ["sharded_data", "sharded_figure", "channels_table"]
 
@@ -70,31 +70,51 @@ def _workers(k: int) -> str:
     return f"{k} worker" + ("s" if k != 1 else "")
 
 
+#: A channel's colour and line style in :func:`sharded_figure` (one worker, where the channel plays no part: grey).
+_CHANNEL_LOOK = {"allreduce": ("C0", "-"), "joblib": ("C1", "--"), None: ("0.45", ":")}
+
+
 def sharded_figure(data: dict[str, Any]):
-    """04: compute vs communication per run; round time and updates/s vs batch, per workers and channel
-    (all-reduce solid, joblib dashed)."""
+    """04: compute vs communication per run; round time and updates/s vs batch, a colour and line style per
+    channel, a marker per worker count; one legend for both."""
     from ..plots import plot_time_split
+    from .reading import plain_log_ticks
 
     trials = data["trials"]
-    fig, axes = new_figure(1, 3, figsize=(10.5, 4.2), width_ratios=[1.6, 1, 1])
+    fig, axes = new_figure(1, 3, figsize=(10, 4.6), width_ratios=[1.5, 1, 1])
     plot_time_split([t.run for t in trials], axes[0], [t.label for t in trials])
+    axes[0].tick_params(axis="x", labelsize="small", labelrotation=60 if len(trials) > 3 else 0)
+    for label in axes[0].get_xticklabels():  # slanted names end under their bars, apart
+        label.set(ha="right" if len(trials) > 3 else "center", rotation_mode="anchor")
     for i, k in enumerate(data["workers"]):
         for comm in data.get("comms", ["joblib"]):
             ts = [t for t in trials if t.settings["workers"] == k and t.settings.get("comm", "joblib") == comm]
             if not ts:
                 continue
+            colour, line = _CHANNEL_LOOK[comm if k > 1 else None]
             b = [t.run.config.batch_size for t in ts]
-            style = dict(color=f"C{i}", linestyle="-" if comm == "allreduce" else "--", marker="o",
+            style = dict(color=colour, linestyle=line, marker="os^Dv"[i % 5],
                          label=f"{_workers(k)}, {comm}" if k > 1 else _workers(k))
             axes[1].plot(b, [t.run.extra.get("round_ms_mean") or math.nan for t in ts], **style)
             axes[2].plot(b, [t.run.updates_per_s for t in ts], **style)
     for ax, title, ylabel in ((axes[1], "communication per update", "ms per update"),
                               (axes[2], "learning throughput", "updates / s")):
-        ax.set_xscale("log", base=2)
+        ax.set_xscale("log")
         ax.set_yscale("log")  # worker counts beyond the cores can be orders of magnitude slower
-        ax.set_xlabel("minibatch size B (split across workers)")
+        batches = data.get("batch_sizes") or [t.run.config.batch_size for t in trials]
+        ax.set_xlim(min(batches) / 1.6, max(batches) * 1.6)
+        plain_log_ticks(ax, "x", ticks=batches)
+        if ax.has_data():
+            plain_log_ticks(ax, "y")
+        ax.set_xlabel("minibatch size B")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(fontsize="small")
-    fig.suptitle(f"04 sharded: joblib round trip vs all-reduce, {data['seconds']:g} s per run")
+    handles, labels = axes[1].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(handles), 5), fontsize="small")
+    else:
+        legend_or_no_data(axes[1])
+        legend_or_no_data(axes[2])
+    fig.suptitle(f"04 sharded: joblib round trip vs all-reduce, B split across workers, {data['seconds']:g} s "
+                 "per run")
     return fig

@@ -149,3 +149,27 @@ def test_the_shared_figure_keeps_its_legends_off_the_data_and_every_point_inside
     for ax in panels[:4]:
         bottom, top = ax.get_ylim()
         assert all(bottom < y < top for line in ax.get_lines() for y in line.get_ydata())
+
+
+def test_the_sharded_figure_tells_the_channels_apart_in_plain_ticks():
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from dqnlab.experiments.trials import Trial
+
+    def trial(comm, speed):
+        run = SimpleNamespace(updates_per_s=speed, extra={"round_ms_mean": 500 / speed}, workers=2,
+                              time_split={"acting": 0.1, "learning": 0.3, "communication": 0.6},
+                              config=SimpleNamespace(batch_size=64))
+        return Trial(f"B=64 x2 {comm}", run, pd.DataFrame(), {"workers": 2, "comm": comm})
+
+    fig = ex.sharded_figure({"trials": [trial("joblib", 48.0), trial("allreduce", 103.0)], "workers": [2],
+                             "batch_sizes": [64], "comms": ["joblib", "allreduce"], "seconds": 0.5})
+    _fits(fig)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["2 workers, joblib", "2 workers, allreduce"]
+    assert len({to_hex(h.get_color()) for h in legend.legend_handles}) == 2
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["64"]
+    assert _apart([ax.xaxis.label for ax in fig.axes])
