@@ -12,7 +12,7 @@ import pandas as pd
 from ..bench.timing import warm_up
 from ..runtime.results import RunResult
 from .budgets import chosen, explore_config
-from .trials import RunsProgress, Trial, greedy_at, new_figure, rolling_window, run_trial
+from .trials import RunsProgress, Trial, greedy_at, headroom, new_figure, rolling_window, run_trial
 
 __all__ = ["USER_CLAIMS", "compare_data", "compare_figure", "claims_table"]
 
@@ -90,16 +90,21 @@ def compare_data(workers: int = 2, seconds: float | None = None,
 
 
 def compare_figure(data: dict[str, Any]):
-    """07: speed, time split and greedy score of every scheme on the same budget."""
+    """07: speed, time split and greedy score of every scheme on the same budget, each scheme in its colour
+    (:data:`~dqnlab.experiments.reading.SCHEME_COLOURS`), the lines' legend under the figure."""
+    from matplotlib.lines import Line2D
+
     from ..plots import plot_bars, plot_greedy, plot_scores, plot_time_split
+    from .reading import SCHEME_COLOURS, fmt_number
 
     trials = data["trials"]
     labels = [t.label for t in trials]
     runs = [t.run for t in trials]
-    fig, axes = new_figure(2, 3, figsize=(10.5, 7))
+    colours = [SCHEME_COLOURS.get(r.scheme, "k") for r in runs]
+    fig, axes = new_figure(2, 3, figsize=(10, 7.5))
     plot_bars([r.env_steps_per_s for r in runs], labels, axes[0, 0], "env steps / s", "acting throughput")
     plot_bars([r.updates_per_s for r in runs], labels, axes[0, 1], "updates / s", "learning throughput",
-              fmt="{:,.1f}")
+              fmt=fmt_number)
     plot_time_split(runs, axes[0, 2], labels)
     plot_greedy([t.greedy for t in trials], labels, axes[1, 0], "wall_time_s")
     axes[1, 0].set_title("greedy score vs wall time")
@@ -110,7 +115,18 @@ def compare_figure(data: dict[str, Any]):
     for ax in axes[0]:  # the schemes' names slanted, so that they do not run into each other
         ax.tick_params(axis="x", labelrotation=40, labelsize="small")
         for label in ax.get_xticklabels():
-            label.set_horizontalalignment("right")
+            label.set(ha="right", rotation_mode="anchor")
+    for ax in axes[0, :2]:
+        for bar, colour in zip(ax.patches, colours):
+            bar.set_color(colour)
+        headroom(ax, 1.15)  # each bar's number under the title
+    for ax in axes[1]:  # a line (and its band) per run, in the order drawn
+        for artists in (ax.get_lines(), ax.collections):
+            for artist, colour in zip(artists, colours):
+                artist.set_color(colour)
+        ax.get_legend().remove()
+    fig.legend([Line2D([], [], color=c, marker="o", ms=3) for c in colours], labels, loc="outside lower center",
+               ncol=min(len(labels), 6), fontsize="small")
     fig.suptitle(f"07 every scheme, {data['seconds']:g} s each, {data['workers']} workers "
                  f"({data['cores']} CPU cores)")
     return fig

@@ -76,6 +76,17 @@ def _apart(texts) -> bool:
     return not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
 
 
+def _slanted_apart(ax) -> bool:
+    """Whether the x tick labels of ``ax``, slanted alike, keep a line's height between each other."""
+    import math
+
+    labels = ax.get_xticklabels()
+    xs = sorted(ax.transData.transform([(tick, 0) for tick in ax.get_xticks()])[:, 0])
+    angle = math.radians(labels[0].get_rotation())
+    line = labels[0].get_fontsize() * ax.figure.dpi / 72
+    return 0 < angle and float(np.diff(xs).min()) * math.sin(angle) > line
+
+
 def test_the_serial_figure_keeps_its_names_apart_and_its_numbers_inside():
     from types import SimpleNamespace
 
@@ -173,3 +184,35 @@ def test_the_sharded_figure_tells_the_channels_apart_in_plain_ticks():
     assert len({to_hex(h.get_color()) for h in legend.legend_handles}) == 2
     assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["64"]
     assert _apart([ax.xaxis.label for ax in fig.axes])
+
+
+def test_the_compare_figure_draws_each_scheme_in_its_colour_and_its_numbers_under_the_titles():
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from dqnlab.experiments.reading import SCHEME_COLOURS
+    from dqnlab.experiments.trials import Trial
+
+    def trial(scheme, speed):
+        episodes = pd.DataFrame({"worker": 0, "wall_time_s": [0.2, 0.4], "env_steps": 10, "score": [400, 500]})
+        run = SimpleNamespace(scheme=scheme, workers=2, env_steps_per_s=10 * speed, updates_per_s=speed,
+                              episodes=episodes, history=pd.DataFrame(), time_split={"acting": 0.3, "learning": 0.7})
+        greedy = pd.DataFrame({"wall_time_s": [0.2, 0.5], "env_steps": [900, 1400], "score_mean": [1000.0, speed],
+                               "score_sem": [50.0, 60.0]})
+        return Trial(f"{scheme} x2", run, greedy)
+
+    schemes = ["serial", "actors", "averaged", "independent", "sharded", "shared"]
+    fig = ex.compare_figure({"trials": [trial(s, 100.0 * (i + 1)) for i, s in enumerate(schemes)], "seconds": 0.5,
+                             "workers": 2, "cores": 2})
+    _fits(fig)
+    want = [to_hex(SCHEME_COLOURS[s]) for s in schemes]
+    for ax in fig.axes[:2]:
+        assert [to_hex(bar.get_facecolor()) for bar in ax.patches] == want
+        assert all(ax.get_window_extent().y1 > t.get_window_extent().y1 for t in ax.texts)
+        assert _slanted_apart(ax)
+    for ax in fig.axes[3:6]:
+        assert [to_hex(line.get_color()) for line in ax.get_lines()] == want
+    (legend,) = fig.legends
+    assert [to_hex(h.get_color()) for h in legend.legend_handles] == want
