@@ -424,12 +424,13 @@ def learning_markdown(res: dict[str, Any], command: str = "python -m dqnlab benc
     return "\n".join(parts)
 
 
-def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> Any:
+def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None, colour_each: bool = False) -> Any:
     """Minutes of training vs greedy mean score and the share of games reaching 2048, 4096 and 8192
     (one line per configuration, the minutes on a log scale) on four ``axes`` (new ones on a matplotlib Figure when None);
     returns the figure. A colour per preset and variant and a line style per scheme (and its options and
     workers); with one preset, a colour per configuration (variant, scheme, options, workers) and a line style
-    per variant. A marker per seed; the legend goes in the first axes for up to 3 short names, else
+    per variant; with ``colour_each``, a colour per configuration whatever the presets. A marker per seed; the
+    legend goes in the first axes for up to 3 short names, else
     under the axes (Axes made by the caller must belong to a figure with a constrained layout for that)."""
     if axes is None:
         from matplotlib.figure import Figure
@@ -440,15 +441,20 @@ def learning_figure(res: dict[str, Any], axes: Sequence[Any] | None = None) -> A
         curves.setdefault((r["preset"], r.get("variant", ""), r["scheme"], r["options"], r["workers"], r["seed"]),
                           []).append(r)
     one = len({k[0] for k in curves}) == 1  # (one preset: a colour per configuration, a line style per variant)
-    colours = list(dict.fromkeys(k[1:5] if one else k[:2] for k in curves))
+
+    def coloured(k: tuple) -> tuple:  # what a colour tells apart
+        return k[:5] if colour_each else k[1:5] if one else k[:2]
+
+    colours = list(dict.fromkeys(map(coloured, curves)))
     styles = list(dict.fromkeys(k[1] if one else k[2:5] for k in curves))
     seeds = list(dict.fromkeys(k[5] for k in curves))
     cycle = [c["color"] for c in __import__("matplotlib").rcParams["axes.prop_cycle"]]
-    for (preset, variant, scheme, options, workers, seed), rows in curves.items():
+    for key, rows in curves.items():
+        preset, variant, scheme, options, workers, seed = key
         label = (f"{preset}" + (f" [{variant}]" if variant else "") + f", {scheme}"
                  + (f" ({options})" if options else "") + f" x{workers}"
                  + (f", seed {seed}" if len(seeds) > 1 else ""))
-        colour = colours.index((variant, scheme, options, workers) if one else (preset, variant))
+        colour = colours.index(coloured(key))
         style = styles.index(variant if one else (scheme, options, workers))
         look = dict(color=cycle[colour % len(cycle)], ls=("-", "--", ":", "-.")[style % 4],
                     marker="os^vD"[seeds.index(seed) % 5], ms=3, label=label)

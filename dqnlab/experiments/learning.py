@@ -17,7 +17,8 @@ from ..bench.report import machine_info
 from ..bench.store import load
 from ..config import TrainConfig, family_preset
 from .budgets import Budget, chosen
-from .trials import RunsProgress, new_figure
+from .reading import plain_log_ticks
+from .trials import RunsProgress, legend_or_no_data, new_figure
 
 __all__ = ["learning_config", "learning_data", "learning_figure", "REPLAY_VARIANTS", "replay_data", "METHOD_VARIANTS",
            "methods_data", "step_sizes", "step_size_figure", "scheme_learning", "versus_serial"]
@@ -209,7 +210,7 @@ def step_size_figure(run_dir: str | Path):
     ``lr``) of the entries against how much training they have had (``A``, log bins), one line per stage, and
     how many entries each stage has trained."""
     data = step_sizes(run_dir)
-    fig, (left, right) = new_figure(1, 2, figsize=(11, 3.6))
+    fig, (left, right) = new_figure(1, 2, figsize=(10, 3.6))
     names = [f"below {data['stages'][0]:,}" if data["stages"] else "all boards"]
     names += [f"from {t:,}" for t in data["stages"]]
     trained = np.maximum(data["trained"], np.float32(1e-12))
@@ -223,7 +224,7 @@ def step_size_figure(run_dir: str | Path):
             left.plot(np.sqrt(edges[used] * edges[used + 1]), medians, marker=".", label=f"stage {k} ({name})")
     left.set(xscale="log", yscale="log", xlabel="training the entry has had (A: the sum of its |errors|)",
              ylabel="median step size |E| / A (fraction of lr)", title="temporal coherence: the step sizes")
-    left.legend(fontsize=8)
+    legend_or_no_data(left, fontsize=8)
     counts = [int((data["stage"] == k).sum()) for k in range(len(names))]
     right.bar([f"stage {k}" for k in range(len(names))], counts)
     right.set(ylabel="table entries trained", title="the stage split")
@@ -242,10 +243,13 @@ def _learning_budget(b: Budget, minutes: float | None, games: int | None
 
 def learning_figure(data: dict[str, Any]):
     """Greedy mean score and the share of games reaching 2048, 4096 and 8192 against minutes of training,
-    one line per configuration: 08's network families (and ``ntuple`` on 2 workers), or a scheme beside
-    serial (:func:`scheme_learning`)."""
+    one line per configuration, each in a colour of its own: 08's network families (and ``ntuple`` on 2 workers),
+    or a scheme beside serial (:func:`scheme_learning`); minutes in plain numbers."""
     _, axes = new_figure(2, 2, figsize=(10, 6.5))
-    return draw_learning_curves(data, axes.ravel())
+    fig = draw_learning_curves(data, axes.ravel(), colour_each=True)
+    for ax in axes.ravel():
+        plain_log_ticks(ax, "x")
+    return fig
 
 
 def scheme_learning(scheme: str | None, results: str | Path) -> dict[str, Any]:

@@ -216,3 +216,19 @@ def test_the_compare_figure_draws_each_scheme_in_its_colour_and_its_numbers_unde
         assert [to_hex(line.get_color()) for line in ax.get_lines()] == want
     (legend,) = fig.legends
     assert [to_hex(h.get_color()) for h in legend.legend_handles] == want
+
+
+def test_the_learning_figure_gives_each_configuration_a_colour_and_plain_minutes():
+    from matplotlib.colors import to_hex
+
+    def row(preset, scheme, workers, minutes, variant=""):
+        return {"preset": preset, "network": preset, "variant": variant, "scheme": scheme, "workers": workers,
+                "options": "", "seed": 0, "minutes": minutes, "score_mean": 5000.0, "reach_2048": 0.0,
+                "reach_4096": 0.0, "reach_8192": 0.0}
+
+    rows = [row("ntuple", "serial", 1, 0.008434), row("mlp-afterstate", "serial", 1, 0.0085),
+            row("ntuple", "shared", 2, 0.00845)]
+    fig = ex.learning_figure({"rows": rows})
+    _fits(fig)
+    assert len({to_hex(line.get_color()) for line in fig.axes[0].get_lines()[:3]}) == 3
+    assert "0.01" in [t.get_text() for t in fig.axes[0].get_xticklabels(which="both")]
