@@ -105,7 +105,8 @@ def setup() -> Budget:
 
 
 def explore_config(b: Budget | None = None, **overrides: Any) -> TrainConfig:
-    """The configuration the notebooks and control panels train with, for budget ``b`` (default :func:`chosen`).
+    """The MLP configuration of the notebooks' ``ex.*_data()`` runs and the panels' ``mlp`` learner, for budget ``b``
+    (default :func:`chosen`).
 
     The ``mlp`` preset with a faster exploration schedule (epsilon reaches its final
     value after 50,000 env steps per learner, learning starts after 5,000), so that

@@ -136,7 +136,7 @@ def serial_figure(data: dict[str, Any]):
         bottom, top = ax.get_ylim()
         ax.set_ylim(bottom, top * (top / bottom) ** 0.15)
     plot_time_split([data["seed_run"], data["fast_run"]], axes[2],
-                    labels=["seed\npreset", "dqnlab\ndefaults"])
+                    labels=["seed\npreset", "dqnlab\nmlp preset"])
     axes[2].set_title("where a serial run's time goes")
     fig.suptitle("01 serial: why so slow")
     return fig
