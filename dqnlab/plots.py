@@ -380,7 +380,8 @@ def plot_time_split(runs, ax=None, labels=None, fraction: bool = True):
 
 
 def plot_bars(values, labels, ax=None, ylabel: str = "", title: str | None = None, log: bool = False,
-              fmt: str = "{:,.0f}", reference: float | None = None, reference_label: str | None = None):
+              fmt: str = "{:,.0f}", reference: float | None = None, reference_label: str | None = None,
+              colors=None):
     """One labelled bar per value, with the value written on the bar.
 
     Parameters
@@ -394,13 +395,15 @@ def plot_bars(values, labels, ax=None, ylabel: str = "", title: str | None = Non
         default: thousands separators, no decimals.
     reference : float, optional
         Draw a horizontal dashed line at this value (labelled ``reference_label``).
+    colors : sequence of matplotlib colours, optional
+        One per bar (default: the colour cycle, C0, C1, ...).
     """
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4, 1.2 * len(values) + 2), 3.5))
     values = np.asarray(values, float)
-    bars = ax.bar(list(labels), values, color=[f"C{i}" for i in range(len(values))])
+    bars = ax.bar(list(labels), values, color=list(colors) if colors is not None else [f"C{i}" for i in range(len(values))])
     for bar, v in zip(bars, values):
         if np.isfinite(v):
             text = fmt(v) if callable(fmt) else fmt.format(v)
@@ -419,7 +422,10 @@ def plot_bars(values, labels, ax=None, ylabel: str = "", title: str | None = Non
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
-    ax.tick_params(axis="x", labelrotation=30 if len(values) > 3 else 0)
+    if len(values) > 3 or sum(len(str(label)) for label in labels) > 36:  # names that would run into each other
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set(ha="right", rotation_mode="anchor")
     return ax
 
 

@@ -71,3 +71,22 @@ def test_the_run_figure_has_one_games_panel_with_the_greedy_games_and_every_line
     assert updates.get_lines()[0].get_label() == "updates/s"
     assert 1000 < speed.get_ylim()[1] < 2000  # the start-up burst (5,000/s) left out of the limits
     assert eps.get_lines()[0].get_ydata()[-1] == pytest.approx(0.5)
+
+
+def test_bars_take_a_colour_each_and_slant_names_that_would_meet():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from dqnlab.plots import plot_bars
+
+    _, ax = plt.subplots()
+    plot_bars([1.0, 2.0], ["serial x1", "shared x2"], ax, colors=["0.55", "C2"])
+    assert [to_hex(p.get_facecolor()) for p in ax.patches] == [to_hex("0.55"), to_hex("C2")]
+    assert ax.get_xticklabels()[0].get_rotation() == 0  # short names stay level
+    _, ax = plt.subplots()
+    plot_bars([1.0, 2.0, 3.0], ["serial x1", "independent x2", "averaged (average_every=16) x2"], ax)
+    assert all(label.get_rotation() == 30 and label.get_ha() == "right" for label in ax.get_xticklabels())
+    plt.close("all")

@@ -134,23 +134,29 @@ class SchemePanel:
                 return
             from matplotlib.figure import Figure
 
+            from ..experiments.reading import SCHEME_COLOURS
             from ..plots import plot_bars, plot_time_split
             from .baselines import reference_scores
 
             labels = [f"{r.scheme} x{r.workers}" for r in runs]
-            fig = Figure(figsize=(14, 3.2), dpi=80, layout="constrained")  # shown at 900 px: text stays legible
-            axes = fig.subplots(1, 4)
-            plot_bars([r.env_steps_per_s for r in runs], labels, axes[0], "env steps / s", "acting throughput")
+            colours = [SCHEME_COLOURS.get(r.scheme, "k") for r in runs]
+            fig = Figure(figsize=(10, 6.5), dpi=90, layout="constrained")  # shown at 900 px
+            axes = fig.subplots(2, 2).ravel()
+            plot_bars([r.env_steps_per_s for r in runs], labels, axes[0], "env steps / s", "acting throughput",
+                      colors=colours)
             plot_bars([r.updates_per_s for r in runs], labels, axes[1], "updates / s", "learning throughput",
-                      fmt="{:,.1f}")
+                      fmt="{:,.1f}", colors=colours)
             recent = {label: r.episodes["score"].tail(RECENT).to_numpy(float) if len(r.episodes) else []
                       for label, r in zip(labels, runs)}
             plot_bars([float(v.mean()) if len(v) else float("nan") for v in recent.values()], labels, axes[2],
-                      f"score (mean of last {RECENT} games)", "score")
+                      f"score (mean of last {RECENT} games)", "score", colors=colours)
+            for ax in axes[:3]:
+                ax.margins(y=0.15)  # each bar's number under the title
             for name, score in reference_scores().items():
                 axes[2].axhline(score, color="0.45", ls=":", lw=1.2)
                 axes[2].annotate(f"{name} {score:,.0f}", (1.0, score), xycoords=("axes fraction", "data"),
-                                 ha="right", va="bottom", fontsize="x-small", color="0.35")
+                                 ha="right", va="bottom", fontsize="x-small", color="0.35", zorder=5,
+                                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
             plot_time_split(runs, axes[3], labels)
             buf = io.BytesIO()
             fig.savefig(buf, format="png")
