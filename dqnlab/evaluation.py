@@ -3,6 +3,7 @@ recorded games (:func:`play`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ from .game import ACTION_NAMES, VecGame2048, board_text, legal_actions_batch, ma
 from .player import Player, check_search, load_player
 from .runtime.results import RunResult
 
-__all__ = ["evaluate", "EvalResult", "percent", "REFERENCE_POLICIES", "make_policy", "play", "RecordedGame"]
+__all__ = ["evaluate", "EvalResult", "percent", "REFERENCE_POLICIES", "reference_results", "make_policy", "play",
+           "RecordedGame"]
 
 Policy = Callable[[np.ndarray, np.ndarray], np.ndarray]
 PolicyLike = Union[str, RunResult, DQNAgent, Player, dict, "os.PathLike[str]", Policy]
@@ -387,3 +389,11 @@ def play(policy: PolicyLike, seed: int = 0, max_moves: int | None = None,
     return RecordedGame(np.concatenate(boards), np.concatenate(actions).astype(np.int64),
                         np.concatenate(rewards).astype(np.int64), np.concatenate(q_values), seed=int(seed),
                         truncated=bool(out.truncated[0]))
+
+
+@functools.lru_cache(maxsize=4)
+def reference_results(games: int, seed: int) -> dict[str, EvalResult]:
+    """``{"random": EvalResult, "corner": EvalResult}``: :func:`evaluate` of each of :data:`REFERENCE_POLICIES` on
+    ``games`` games with tile-spawn seed ``seed``, once per process (cached): notebook 00's table of them and the
+    panels' reference lines are these games."""
+    return {name: evaluate(name, games=games, seed=seed) for name in REFERENCE_POLICIES}

@@ -12,7 +12,11 @@ from .budgets import chosen
 from .reading import plain_log_ticks
 from .trials import new_figure
 
-__all__ = ["game_data", "game_figure"]
+__all__ = ["game_data", "game_figure", "REFERENCE_GAMES", "SMOKE_REFERENCE_GAMES"]
+
+#: Games each reference player (random play, the corner rule) plays in :func:`game_data` and for the panels'
+#: reference lines (:func:`dqnlab.ui.baselines.reference_scores`), and in smoke mode.
+REFERENCE_GAMES, SMOKE_REFERENCE_GAMES = 1_000, 100
 
 
 def game_data(seed: int = 0) -> dict[str, Any]:
@@ -22,14 +26,14 @@ def game_data(seed: int = 0) -> dict[str, Any]:
     -------
     dict
         ``baselines``: {"random": EvalResult, "corner": EvalResult} over ``games`` games
-        (:func:`dqnlab.ui.baselines.reference_results`, whose means the panels draw); ``speed``: rows of
+        (:func:`dqnlab.evaluation.reference_results`, whose means the panels draw); ``speed``: rows of
         :func:`dqnlab.bench.game.bench_rules` (16,384 boards a call, best of 5; 1,024, one, in smoke
         mode); ``games``.
     """
-    from ..ui.baselines import REFERENCE_GAMES, SMOKE_GAMES, reference_results
+    from ..evaluation import reference_results
 
     b = chosen()
-    games = b.pick(REFERENCE_GAMES, SMOKE_GAMES)
+    games = b.pick(REFERENCE_GAMES, SMOKE_REFERENCE_GAMES)
     baselines = reference_results(games, seed)  # (the games the panels' reference lines are drawn from)
     speed = bench_rules(boards=b.pick(16_384, 1_024), repeats=b.pick(5, 1), min_time=b.pick(0.2, 0.02), seed=seed)
     return {"baselines": baselines, "speed": speed, "games": games}

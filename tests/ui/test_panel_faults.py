@@ -151,7 +151,7 @@ def test_notebook_00s_reference_players_are_the_games_the_panels_draw(monkeypatc
     with ex.use(SMOKE):
         data = ex.game_data()
     table = {name: float(result.scores.mean()) for name, result in data["baselines"].items()}
-    assert table == baselines.reference_scores() and data["games"] == baselines.SMOKE_GAMES
+    assert table == baselines.reference_scores() and data["games"] == ex.game.SMOKE_REFERENCE_GAMES
 
 
 def test_a_panel_run_draws_the_reference_players(slow_scheme, config):
