@@ -112,7 +112,8 @@ def test_the_stores_learning_records_have_serial_beside_each_scheme():
     from pathlib import Path
 
     store = Path(__file__).resolve().parents[2] / "docs" / "results"
-    for name in ("learning-schemes", "learning-threads", "learning-two-step", "learning-hour"):
+    for name in ("learning-schemes", "learning-schemes-one-step", "learning-threads", "learning-two-step",
+                 "learning-hour"):
         data = ex.scheme_learning(None, store / f"{name}.json")
         assert {"serial"} < {r["scheme"] for r in data["rows"]}, name  # serial, and a scheme beside it
         assert all(t["final_score_mean"] > 0 for t in data["time_to_player"] if t["status"] == "completed")
