@@ -530,7 +530,7 @@ class LiveFigure:
     def __init__(self, window: int = 20, baselines: dict[str, float] | None = None):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        from matplotlib.ticker import EngFormatter, FuncFormatter
+        from matplotlib.ticker import EngFormatter
 
         self.window = window
         self.figure = Figure(figsize=(11.25, 3.2), dpi=80)
@@ -561,10 +561,7 @@ class LiveFigure:
         self.ax_speed.set_ylabel("env steps / s (solid)", color="C0")
         self.ax_updates.set_ylabel("updates / s (dashed)", color="C1")
         self.ax_loss.set_yscale("log")
-        # One way of writing every tick (0.6, 1, 40, 2,000), never scientific notation.
-        # Minor ticks (2, 3, ... 9 x 10^k) are labelled only where the axis spans under a decade or two.
-        self.ax_loss.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
-        self.ax_loss.yaxis.set_minor_formatter(FuncFormatter(self._minor_loss_tick))
+        plain_log_labels(self.ax_loss.yaxis)  # (0.6, 1, 40, 2,000: never scientific notation)
         self.ax_score.set_ylabel(f"score (mean of last {window} games)")
         for ax in (self.ax_loss, self.ax_score):
             ax.set_xlabel("wall time (s)")
@@ -582,12 +579,6 @@ class LiveFigure:
             text = self.ax_score.annotate(f"{name} {score:,.0f}", (1.0, score), xycoords=("axes fraction", "data"),
                                           ha="right", va="bottom", fontsize="x-small", color="0.35")
             self._baselines.append((line, text))
-
-    def _minor_loss_tick(self, value: float, _pos: int) -> str:
-        low, high = self.ax_loss.get_ylim()
-        decades = np.log10(high / low) if low > 0 else np.inf
-        lead = round(value / 10 ** np.floor(np.log10(value))) if value > 0 else 0
-        return plain_number(value) if decades < 1 or (decades < 2 and lead in (2, 5)) else ""
 
     def update(self, run, per_worker: bool = False):
         """Draw ``run`` into :attr:`figure` and return the figure.
@@ -713,6 +704,24 @@ def plain_number(v: float) -> str:
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return np.format_float_positional(v, precision=2, unique=True, fractional=False, trim="-")
+
+
+def plain_log_labels(axis, fmt=None) -> None:
+    """Plain tick labels on a log-scale matplotlib ``axis`` (``ax.xaxis`` or ``ax.yaxis``): every major tick
+    through ``fmt`` (default :func:`plain_number`); the minor ones (2 ... 9 x 10^k) labelled only where the view
+    spans under a decade, and 2 and 5 under two decades, so that they do not crowd."""
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = fmt or plain_number
+
+    def minor(value: float, _pos: int) -> str:
+        low, high = sorted(axis.get_view_interval())
+        decades = np.log10(high / low) if low > 0 else np.inf
+        lead = round(value / 10 ** np.floor(np.log10(value))) if value > 0 else 0
+        return fmt(value) if decades < 1 or (decades < 2 and lead in (2, 5)) else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _pos: fmt(value)))
+    axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _live_title(ax, text: str) -> None:

@@ -55,9 +55,9 @@ def plain_log_ticks(ax, which: str = "x", ticks: Sequence[float] | None = None,
     """Plain numbers on the log-scale ``which`` axis ("x" or "y") of ``ax`` (0.003, 4, 1,000; never ``4×10⁰``
     or ``2⁶``; ``fmt(v)`` if given): at ``ticks`` only where given, else matplotlib's log ticks over at least a
     decade (a narrower view has no decade ticks, and crowded minor ones)."""
-    from matplotlib.ticker import LogFormatter, NullLocator
+    from matplotlib.ticker import NullLocator
 
-    from ..plots import plain_number
+    from ..plots import plain_log_labels, plain_number
 
     fmt = fmt or plain_number
     axis, lim, set_lim = (ax.xaxis, ax.get_xlim, ax.set_xlim) if which == "x" else (ax.yaxis, ax.get_ylim, ax.set_ylim)
@@ -70,13 +70,7 @@ def plain_log_ticks(ax, which: str = "x", ticks: Sequence[float] | None = None,
     if 0 < lo and hi < 10 * lo:
         mid = math.sqrt(lo * hi)
         set_lim(mid / math.sqrt(10), mid * math.sqrt(10))
-
-    class Plain(LogFormatter):
-        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
-            return fmt(x)
-
-    axis.set_major_formatter(Plain())
-    axis.set_minor_formatter(Plain(labelOnlyBase=False))
+    plain_log_labels(axis, fmt)
 
 
 #: The columns of :func:`~dqnlab.experiments.summary_table` that fit a notebook's page.
