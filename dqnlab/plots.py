@@ -7,7 +7,7 @@ import numpy as np
 from dqnlab.game import ACTION_NAMES, draw_board, legal_actions_batch
 
 
-def _thousands(value: float, _pos=None) -> str:
+def thousands(value: float, _pos=None) -> str:
     """A tick label: ``"750"``, ``"640k"``, ``"1.2M"``."""
     size = abs(value)
     if size >= 1e6:
@@ -76,7 +76,7 @@ def plot_speed(runs, ax=None, label=None):
         top = values.max() if values.size else 0.0
         axis.set_ylim(0, 1.2 * top if top > 0 else 1.0)
     for axis in (ax, ax2):
-        axis.yaxis.set_major_formatter(_thousands)
+        axis.yaxis.set_major_formatter(thousands)
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("env steps / s (solid)")
     ax2.set_ylabel("updates / s (dashed)")
@@ -131,7 +131,7 @@ def plot_games(run, ax=None, window: int = 50, greedy=None):
         low, high = ax.get_xlim()
         seconds = [x for x in ax.get_xticks() if low <= x <= high]
         top.set_xticks(np.interp(seconds, wall, steps))  # the env steps at the wall time's ticks
-        top.xaxis.set_major_formatter(_thousands)
+        top.xaxis.set_major_formatter(thousands)
         top.set_xlabel("env steps (all workers) at that time")
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("score of a game (points)")
@@ -162,7 +162,7 @@ def plot_reward(runs, ax=None, x: str = "wall_time_s", window: int = 50, per_wor
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     for run in runs:
-        for label, xs, ys, colour in _score_lines(run, x, window, per_worker):
+        for label, xs, ys, colour in score_lines(run, x, window, per_worker):
             ax.plot(xs, ys, label=label, color=colour if per_worker else None)
     ax.set_xlabel("wall time (s)" if x == "wall_time_s" else "env steps")
     ax.set_ylabel(f"score (mean of last {window} games)")
@@ -171,7 +171,7 @@ def plot_reward(runs, ax=None, x: str = "wall_time_s", window: int = 50, per_wor
     return ax
 
 
-def _score_lines(run, x: str = "wall_time_s", window: int = 50, per_worker: bool = False):
+def score_lines(run, x: str = "wall_time_s", window: int = 50, per_worker: bool = False):
     """The lines of :func:`plot_reward` for one run: ``(label, x values, rolling mean score, colour)``, one per
     worker with ``per_worker`` (worker k in colour ``Ck``, however many of the workers have finished a game). With ``x="env_steps"`` and one line, x is the env steps of all workers
     together when each game ended (a worker's own env steps per worker)."""
@@ -662,7 +662,7 @@ class LiveFigure:
         _live_title(self.ax_loss, title)
 
     def _update_scores(self, run, per_worker: bool) -> None:
-        lines = list(_score_lines(run, "wall_time_s", self.window, per_worker)) if len(run.episodes) else []
+        lines = list(score_lines(run, "wall_time_s", self.window, per_worker)) if len(run.episodes) else []
         for label in set(self._scores) - {label for label, *_ in lines}:
             self._scores.pop(label).remove()
         for label, xs, ys, colour in lines:

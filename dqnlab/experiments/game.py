@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..bench.game import bench_rules
-from ..plots import _thousands
+from ..plots import thousands
 from .budgets import chosen
 from .reading import plain_log_ticks
 from .trials import new_figure
@@ -75,7 +75,7 @@ def game_figure(data: dict[str, Any]):
     ax.set_yticks(np.arange(len(rows)), labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xscale("log")
-    plain_log_ticks(ax, "x", fmt=_thousands)
+    plain_log_ticks(ax, "x", fmt=thousands)
     ax.set_xlabel("env steps / s (x2: 2 threads, 2 cores)")
     ax.set_title(f"speed, {rows[0]['boards']:,} boards a call")
     fig.suptitle("00 the game: baselines and speed")

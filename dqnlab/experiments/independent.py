@@ -39,13 +39,13 @@ def independent_data(workers: int = 2, seconds: float | None = None,
 
 def independent_figure(data: dict[str, Any]):
     """02: per-learner curves without and with sharing, divergence, greedy score per schedule."""
-    from ..plots import _score_lines, plot_bars, plot_divergence
+    from ..plots import plot_bars, plot_divergence, score_lines
 
     trials = data["schedules"]
     fig, axes = new_figure(2, 2, figsize=(10, 7.5))
     for ax, t in zip(axes[0], trials[:2]):
         window = rolling_window(t.run) // 2 or 1
-        for label, xs, ys, colour in _score_lines(t.run, "wall_time_s", window, per_worker=True):
+        for label, xs, ys, colour in score_lines(t.run, "wall_time_s", window, per_worker=True):
             ax.plot(xs, ys, "o-" if len(xs) < 20 else "-", ms=3, color=colour, label=label)  # a dot: one game
         ax.set(xlabel="wall time (s)", ylabel=f"score (mean of last {window} games)",
                title=f"each learner's training score, {t.label}")

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..config import TrainConfig
-from ..plots import _thousands
+from ..plots import thousands
 from ..runtime.results import RunResult
 from .budgets import chosen, explore_config
 from .trials import new_figure, run_grid
@@ -72,7 +72,7 @@ def shared_figure(data: dict[str, Any]):
                label="samples trained / s" if i == 0 else None)
     ax.set_xticks(range(len(pair)), [t.label.split(", ")[-1] for t in pair])
     ax.set_title(f"processes vs threads\n({pair[0].run.config.network}, x2 lock-free)")
-    ax.yaxis.set_major_formatter(_thousands)
+    ax.yaxis.set_major_formatter(thousands)
     for ax, title, ylabel in zip(axes[:4], ("waiting for the lock", "learning throughput", "acting throughput",
                                         "final greedy score"),
                                  ("lock wait, % of worker time", "updates / s", "env steps / s",
