@@ -194,7 +194,7 @@ def move_exact(cells: np.ndarray, action: int, out: np.ndarray) -> int:
     return points
 
 
-@kernel
+@inline
 def move_cells(cells: np.ndarray, action: int, out: np.ndarray) -> tuple[int, bool]:
     """Move 16 exponent bytes into ``out`` (bitboard tables, or :func:`move_exact` where they
     cannot be exact); ``(points, changed)``."""
@@ -211,7 +211,7 @@ def move_cells(cells: np.ndarray, action: int, out: np.ndarray) -> tuple[int, bo
     return points, changed
 
 
-@kernel
+@inline
 def afterstate(cells: np.ndarray, b: np.uint64, t: np.uint64, big: bool, action: int,
                scratch: np.ndarray) -> tuple[np.uint64, int, bool]:
     """The afterstate of a move as a bitboard (exponents above 15 read as 15: an n-tuple network's
@@ -229,7 +229,7 @@ def afterstate(cells: np.ndarray, b: np.uint64, t: np.uint64, big: bool, action:
     return pack(scratch)[0], points, changed
 
 
-@kernel
+@inline
 def spawn_cell(cells: np.ndarray, u_cell: float) -> int:
     """The empty cell a spawn takes for a uniform draw ``u_cell`` in [0, 1): the ``floor(u_cell * E)``-th
     of the ``E`` empty cells in cell order; -1 when none is empty (the rule of :mod:`dqnlab.game.rules`)."""

@@ -46,7 +46,7 @@ import numpy as np
 
 from .bitboard import afterstate, inline, kernel, move_batch, new_boards_into, pack, spawn_batch, transpose
 from .clock import clock_buffer, now
-from .ntuple import afterstate_rows, features, gather, owns, sgd_rows, tc_rows
+from .ntuple import afterstate_rows, features, gather, owns, prefetch, sgd_rows, tc_rows
 from .team import (
     AVERAGE,
     AVERAGES,
@@ -191,7 +191,7 @@ def _copy(dst, src):
         dst[k] = src[k]
 
 
-@kernel
+@inline
 def _same(a, b):
     """Whether two 16-byte boards are equal."""
     for c in range(16):
@@ -276,7 +276,7 @@ def _choose(boards, masks, values, rng, epsilon, hp, layout, actions, work):
             _copy(work.own_rows[i], rows[i, a])
 
 
-@kernel
+@inline
 def _store(replay, me, ctr, board, action, reward, next_board, done, next_mask, steps, env, slot_env):
     """``ReplayBuffer.add_batch`` of one transition of board ``env`` into segment ``me`` (data first, then
     its size)."""
@@ -330,7 +330,7 @@ def _push(nstep, replay, ctr, hp, boards, actions, rewards, next_boards, dones, 
         pending[i] = 0 if ended[i] else min(pending[i], n - 1)
 
 
-@kernel
+@inline
 def _argmax_legal(q):
     best = -np.inf
     arg = 0
@@ -351,7 +351,7 @@ def learning_ready(learning_starts, env_steps_of_all, own_env_steps, learners):
     return env_steps_of_all >= learning_starts and own_env_steps * learners >= learning_starts
 
 
-@kernel
+@inline
 def _filled(size, hp, me):
     """The filled slots a minibatch is drawn from: every segment's (``size`` ``(K,)`` int64), or with
     ``hp.own_segment`` segment ``me``'s."""
@@ -442,11 +442,14 @@ def _td_targets(replay, net, hp, rows, work, update, values, lo, hi):
     target that is the online network, else ``(0, 4)``); for an n-step transition of ``k`` steps plus its
     return less the move's own reward (the afterstate already holds that reward)."""
     r_rewards, r_steps = replay[2], replay[6]
-    online = net[0]
+    online, sums = net[0], net[3]
     q, y = work.q, work.y
     for j in range(lo, hi):
         s = work.slots[j]
         q[j] = gather(online, rows[j])
+        if sums.shape[0] > 0:  # (temporal coherence's step reads each row's sums: their misses overlap now)
+            for p in range(rows.shape[1]):
+                prefetch(sums, 2 * rows[j, p])
         t = np.float32(0.0)
         if work.alive[j]:
             i = work.src[j]

@@ -31,11 +31,15 @@ used, ``w[row] -= lr * dL/dV`` (the n-tuple papers' update, batched as DQN's min
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .bitboard import afterstate, inline, kernel, pack, symmetry, transpose
 
 __all__ = ["layout", "placements", "stage", "features", "value", "values", "feature_batch", "gather", "gather_batch",
-           "afterstate_rows", "afterstate_values", "sgd_rows", "tc_rows", "tc_entries", "sparse_grad_norm"]
+           "afterstate_rows", "afterstate_values", "sgd_rows", "tc_rows", "tc_entries", "sparse_grad_norm", "prefetch"]
 
 #: The most runs a tuple can have (6 cells, none next to another).
 MAX_RUNS = 6
@@ -109,6 +113,27 @@ def gather(weights: np.ndarray, rows: np.ndarray) -> np.float32:
         s0 += weights[rows[p]]
         p += 1
     return (s0 + s1) + (s2 + s3)
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Ask the CPU to bring the cache line of element ``index`` of a C-contiguous ``array`` (counted over its
+    flattened elements) into every cache level, for writing (LLVM's ``llvm.prefetch``); changes nothing, so that
+    the misses of rows read later overlap with the work before."""
+    if not (isinstance(array, types.Array) and array.layout == "C" and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        at = builder.gep(data, [context.cast(builder, args[1], signature.args[1], types.intp)])
+        byte = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(at, byte), i32(1), i32(3), i32(1)])  # (write, keep in every level, data)
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
 
 
 @inline

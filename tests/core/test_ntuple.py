@@ -261,3 +261,22 @@ def test_tc_entries_is_tc_rows_on_flat_entries():
     expected = tc_reference(*[np.zeros(20, np.float32) for _ in range(3)], rows.reshape(-1), np.repeat(slopes, 8), 0.3)
     for x, want in zip((a[0], a[1][:, 0], a[1][:, 1]), expected):
         np.testing.assert_allclose(x, want, rtol=1e-4, atol=1e-5)
+
+
+def test_prefetch_compiles_to_a_hint_that_changes_nothing():
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    @njit
+    def prefetched_sum(table, rows):
+        for r in rows:
+            ntuple.prefetch(table, 2 * r)
+        return table[rows].sum()
+
+    table = np.arange(40, dtype=np.float32).reshape(20, 2)
+    before = table.copy()
+    rows = np.array([0, 3, 19], np.int64)
+    assert prefetched_sum(table, rows) == before[rows].sum()
+    assert np.array_equal(table, before)
+    with pytest.raises(TypingError):  # (a strided array: no flat element index to take the address of)
+        prefetched_sum(table[:, 0], rows)
