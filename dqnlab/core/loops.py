@@ -127,14 +127,16 @@ class Work(NamedTuple):
     board's values are gathered from them (``env``'s ``values``, which the act and the step's first update
     read), and an update whose transition leads to the board reads its rows from them. ``cached`` ``(N, 16)`` uint8 is the board whose four afterstates' weight rows ``rows[i]``
     ``(N, 4, P)`` int64, rewards ``(N, 4)`` float32 and legality ``(N, 4)`` bool hold (``cached_ok[i]``).
-    ``own_rows`` ``(N, P)`` int64 are the rows of the afterstate the last act played on board ``i``, from
-    board ``own_board[i]`` by move ``own_action[i]`` (-1: none), which an update of that transition trains.
+    ``own_rows`` ``(n, N, P)`` int64 are the rows of the afterstates the last ``n`` acts (``n = n_step``, one
+    entry a step, round) played on board ``i``: entry ``k`` from board ``own_board[k, i]`` by move
+    ``own_action[k, i]`` (-1: none), with its reward ``own_reward[k, i]`` float32, which an update of that
+    transition trains.
     ``slot_env`` ``(C,)`` int64 is the board a replay slot was written from (-1: not by this learner).
     Every use compares the 16 bytes first, so a cache entry is never stale: it only saves the work of
     recomputing the same rows.
 
     Per update: for the ``B`` samples, their slots, values and targets ``(B,)``, whether each next board
-    is alive, its move's own points, ``src`` ``(B,)`` int64 (the cached board a sample's next board is, or
+    is alive, its move's own reward ``move_reward`` float32, ``src`` ``(B,)`` int64 (the cached board a sample's next board is, or
     -1: its rows are in ``next_rows`` ``(B, 4, P)``, ``next_rewards`` and ``next_legal``), and the bootstrap
     value of each cached board ``boot`` ``(N,)`` float32 once computed in this update (``boot_at`` ``(N,)``
     int64: the update it was computed in). Per act: the exploration draws ``(N,)`` bool and move scores
@@ -148,6 +150,7 @@ class Work(NamedTuple):
     own_rows: np.ndarray
     own_board: np.ndarray
     own_action: np.ndarray
+    own_reward: np.ndarray
     slot_env: np.ndarray
     explore: np.ndarray
     scores: np.ndarray
@@ -158,7 +161,7 @@ class Work(NamedTuple):
     q: np.ndarray
     y: np.ndarray
     alive: np.ndarray
-    own_points: np.ndarray
+    move_reward: np.ndarray
     src: np.ndarray
     boot: np.ndarray
     boot_at: np.ndarray
@@ -168,13 +171,14 @@ class Work(NamedTuple):
     clock: np.ndarray
 
 
-def workspace(n_envs: int, batch_size: int, placements: int, capacity: int) -> Work:
+def workspace(n_envs: int, batch_size: int, placements: int, capacity: int, n_step: int = 1) -> Work:
     """The :class:`Work` arrays for ``n_envs`` boards, minibatches of ``batch_size``, ``placements``
-    rows a board and a replay of ``capacity`` slots (all segments)."""
+    rows a board, a replay of ``capacity`` slots (all segments) and ``n_step`` returns."""
     n, b, p = n_envs, batch_size, placements
     return Work(np.empty((n, 4, p), np.int64), np.empty((n, 4), np.float32), np.empty((n, 4), np.bool_),
                 np.zeros((n, 16), np.uint8), np.zeros(n, np.bool_),
-                np.empty((n, p), np.int64), np.zeros((n, 16), np.uint8), np.full(n, -1, np.int64),
+                np.empty((n_step, n, p), np.int64), np.zeros((n_step, n, 16), np.uint8),
+                np.full((n_step, n), -1, np.int64), np.zeros((n_step, n), np.float32),
                 np.full(capacity, -1, np.int64),
                 np.empty(n, np.bool_), np.empty((n, 4), np.float64),
                 np.empty((b, 4, p), np.int64), np.empty((b, 4), np.float32), np.empty((b, 4), np.bool_),
@@ -244,10 +248,11 @@ def _values(i, weights, work, values):
 
 
 @kernel
-def _choose(boards, masks, values, rng, epsilon, hp, layout, actions, work):
+def _choose(boards, masks, values, rng, epsilon, hp, layout, actions, work, k):
     """``DQNAgent.act`` on the boards' ``values``: epsilon-greedy over the legal moves, greedy the best
-    ``r + V(afterstate)``. Then the rows of each board's played afterstate, for the update of its
-    transition (a board the board cache does not hold, as at a chunk's start, is computed first)."""
+    ``r + V(afterstate)``. Then the rows and reward of each board's played afterstate, into entry ``k`` of
+    ``work.own_*``, for the update of its transition (a board the board cache does not hold, as at a chunk's
+    start, is computed first)."""
     n = boards.shape[0]
     explore, scores = work.explore, work.scores
     for i in range(n):
@@ -270,10 +275,11 @@ def _choose(boards, masks, values, rng, epsilon, hp, layout, actions, work):
                 best = scores[i, a]
                 actions[i] = a
         a = actions[i]
-        _copy(work.own_board[i], boards[i])
-        work.own_action[i] = a if legal[i, a] else -1
+        _copy(work.own_board[k, i], boards[i])
+        work.own_action[k, i] = a if legal[i, a] else -1
         if legal[i, a]:
-            _copy(work.own_rows[i], rows[i, a])
+            _copy(work.own_rows[k, i], rows[i, a])
+            work.own_reward[k, i] = work.rewards[i, a]
 
 
 @inline
@@ -400,12 +406,18 @@ def _minibatch_rows(replay, net, hp, rows, work, lo, hi):
         board = r_boards[s]
         i = work.slot_env[s]
         a = r_actions[s]
-        if hp.n_step == 1 and i >= 0 and work.own_action[i] == a and _same(work.own_board[i], board):
-            _copy(rows[j], work.own_rows[i])  # (own_points is read for n-step transitions only)
+        hit = -1  # (the act that played this transition's move, if the last n_step acts hold it)
+        for k in range(work.own_action.shape[0] if i >= 0 else 0):
+            if work.own_action[k, i] == a and _same(work.own_board[k, i], board):
+                hit = k
+                break
+        if hit >= 0:
+            _copy(rows[j], work.own_rows[hit, i])
+            work.move_reward[j] = work.own_reward[hit, i]
         else:
             b, big = pack(board)
             after, points, _ = afterstate(board, b, transpose(b), big, a, scratch)
-            work.own_points[j] = points
+            work.move_reward[j] = _reward(hp, points)
             features(after, layout, rows[j])
         nb = r_next[s]
         if i >= 0 and work.cached_ok[i] and _same(work.cached[i], nb):
@@ -464,7 +476,7 @@ def _td_targets(replay, net, hp, rows, work, update, values, lo, hi):
                 work.boot[i] = t
                 work.boot_at[i] = update
         if hp.n_step > 1:  # return less the move's own reward, discounted bootstrap from k steps on
-            t = t * np.float32(hp.gamma) ** np.float32(r_steps[s]) + (r_rewards[s] - _reward(hp, work.own_points[j]))
+            t = t * np.float32(hp.gamma) ** np.float32(r_steps[s]) + (r_rewards[s] - work.move_reward[j])
         else:
             t = t * np.float32(hp.gamma) + np.float32(0.0)
         y[j] = t
@@ -740,7 +752,7 @@ def run_chunk(act_steps, learn, deadline, update_limit, env, env_rng, agent_rng,
             if k != me:
                 others += steps_of_all[k]
         epsilon = _epsilon(hp, others + ctr[_ENV_STEPS], totals[0][0])
-        _choose(cells, masks, values, agent_rng, epsilon, hp, layout, actions, work)
+        _choose(cells, masks, values, agent_rng, epsilon, hp, layout, actions, work, ctr[_NSTEP_T] % hp.n_step)
         # VecGame2048.step: the move, the spawn, and each new board evaluated (its legal moves, its values)
         move_batch(cells, actions, nxt, points, changed)
         spawn_batch(nxt, env_rng, changed)
@@ -837,7 +849,7 @@ def member_work(work: Work, slots: np.ndarray) -> Work:
     return helper_work(work)._replace(
         next_rows=np.empty((b, 4, p), np.int64), next_rewards=np.empty((b, 4), np.float32),
         next_legal=np.empty((b, 4), np.bool_), slots=slots, q=np.empty(b, np.float32),
-        y=np.empty(b, np.float32), alive=np.empty(b, np.bool_), own_points=np.empty(b, np.int64),
+        y=np.empty(b, np.float32), alive=np.empty(b, np.bool_), move_reward=np.empty(b, np.float32),
         src=np.empty(b, np.int64))
 
 

@@ -273,7 +273,7 @@ class NativeLoop:
         lo, cap, pos, size, me = segments = ln.buffer.segments()
         a = ln.buffer.arrays
         if self.work is None or len(self.work.slot_env) != len(a["actions"]):
-            self.work = loops.workspace(c.n_envs, c.batch_size, self.rows.shape[1], len(a["actions"]))
+            self.work = loops.workspace(c.n_envs, c.batch_size, self.rows.shape[1], len(a["actions"]), c.n_step)
         replay = (a["boards"].reshape(-1, 16), a["actions"], a["rewards"], a["next_boards"].reshape(-1, 16),
                   a["dones"], a["next_masks"], a["steps"], lo, cap, pos, size)
         self.ctr[:] = (ln.env_steps, agent.updates, 0, ln.nstep.t, 0, 0 if self.own_steps else me)
