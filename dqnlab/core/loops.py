@@ -136,8 +136,9 @@ class Work(NamedTuple):
     recomputing the same rows.
 
     Per update: for the ``B`` samples, their slots, values and targets ``(B,)``, whether each next board
-    is alive, its move's own reward ``move_reward`` float32, ``src`` ``(B,)`` int64 (the cached board a sample's next board is, or
-    -1: its rows are in ``next_rows`` ``(B, 4, P)``, ``next_rewards`` and ``next_legal``), and the bootstrap
+    is alive, its move's own reward ``move_reward`` float32, ``src`` ``(B,)`` int64 (the cached board a
+    sample's next board is, or -1: its rows are in ``next_rows`` ``(B, 4, P)``, ``next_rewards`` and
+    ``next_legal``), and the bootstrap
     value of each cached board ``boot`` ``(N,)`` float32 once computed in this update (``boot_at`` ``(N,)``
     int64: the update it was computed in). Per act: the exploration draws ``(N,)`` bool and move scores
     ``(N, 4)`` float64. And 16 bytes for a board, 4 values, and the clock's buffer."""
