@@ -33,7 +33,6 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .bitboard import afterstate, inline, kernel, pack, symmetry, transpose
@@ -128,8 +127,7 @@ def prefetch(typingctx, array, index):
         at = builder.gep(data, [context.cast(builder, args[1], signature.args[1], types.intp)])
         byte = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [byte], ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]))
         builder.call(fn, [builder.bitcast(at, byte), i32(1), i32(3), i32(1)])  # (write, keep in every level, data)
         return context.get_dummy_value()
 
