@@ -126,12 +126,12 @@ def test_the_reference_players_are_measured_once_and_drawn_on_the_score_plot(mon
         return real(policy, **kw)
 
     monkeypatch.setattr(dqnlab.evaluation, "evaluate", counted)
-    baselines.reference_results.cache_clear()
+    dqnlab.evaluation.reference_results.cache_clear()
     try:
         scores = baselines.reference_scores(games=24)
         assert baselines.reference_scores(games=24) == scores and sorted(calls) == ["corner", "random"]  # once
     finally:
-        baselines.reference_results.cache_clear()
+        dqnlab.evaluation.reference_results.cache_clear()
     assert 300 < scores["random"] < scores["corner"] < 6_000
     live = LiveFigure(baselines=scores)
     live.update(synthetic_run())
