@@ -500,7 +500,7 @@ def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
     assert s["extra"]["param_lag"]["unit"] == "learner updates" and s["extra"]["param_lag"]["mean"] is not None
     assert s["config"]["replay_ratio"] == 4.0
     assert s["options"] == {"weights_every": 10, "min_replay_ratio": 1.0, "actor_epsilon": "apex", "lockstep": False,
-                            "share_weights": False}
+                            "share_weights": False, "threads": False}
     assert s["extra"]["weights"] == "sent as changes"
 
 

@@ -390,8 +390,9 @@ class TaskGroup(Supervisor):
         Keyword arguments of each worker's call (length K).
     backend : str, optional
         joblib backend; None uses the one chosen with ``joblib.parallel_config``
-        (loky by default). It must run all K tasks at once, in processes of this
-        machine (the queues live in a ``multiprocessing.Manager`` here).
+        (loky by default). It must run all K tasks at once: in processes of this
+        machine (the queues live in a ``multiprocessing.Manager`` here), or with ``"threading"`` in threads
+        of this process (the queues are :class:`queue.Queue`: a message is handed over by reference).
     own_processes : bool
         Run even a single task in a worker process (joblib runs the one job of
         ``n_jobs=1`` in this process, which suits a learner but not a rank of a process group).
@@ -427,6 +428,9 @@ class TaskGroup(Supervisor):
         self._close_queues: Callable[[], None] | None = None
         if remote is not None:
             self.backend, self.inbox, self.outboxes, self._close_queues = remote
+        elif self.backend == "threading":  # threads of this process: messages go by reference
+            self.inbox = queue.Queue()
+            self.outboxes = [queue.Queue() for _ in range(self.workers)]
         else:
             self.manager = SyncManager()
             # The manager must outlive a Ctrl-C so that the workers can be told to stop. It is a fork

@@ -14,10 +14,46 @@ from typing import Any, Self, TypeVar
 import joblib
 import torch
 
-__all__ = ["torch_threads", "torch_threads_set", "pin_torch_threads", "parent_handles_sigint", "run_niced",
+from ..options import option
+
+__all__ = ["threads_option", "as_threads", "torch_threads", "torch_threads_set", "pin_torch_threads", "parent_handles_sigint", "run_niced",
            "thread_niceness"]
 
 T = TypeVar("T")
+
+
+def threads_option() -> Any:
+    """The ``threads`` option of ``shared``, ``independent`` and ``actors`` (declared here once for all: one
+    flag); :func:`as_threads` reads it."""
+    return option(None, "Run the workers as threads of this process (true) or as processes (false); none: threads "
+                  "where the learner runs on the compiled core (the n-tuple presets on the CPU with uniform replay) "
+                  "and no Dask cluster runs the workers, else processes. Threads share tables, weights and "
+                  "transitions in memory and run in parallel where the work releases the GIL, as the compiled "
+                  "core does; PyTorch's networks keep the GIL for much of an update.",
+                  tip="Workers as threads of this process, sharing memory (on), or as processes (off); empty: "
+                      "threads for the n-tuple networks, processes for the others.")
+
+
+def as_threads(threads: bool | None, config: Any) -> bool:
+    """Whether a scheme's workers run as threads: ``threads`` (the scheme's option), or for None, whether the
+    learner of ``config`` (a :class:`~dqnlab.TrainConfig`) runs on the compiled core and no Dask cluster is
+    joblib's active backend.
+
+    Raises
+    ------
+    ValueError
+        For ``threads=True`` with a Dask cluster as joblib's active backend (its workers are its own processes).
+    """
+    from ..runtime.native import native_reason
+    from .dask import active_dask_client
+
+    remote = active_dask_client() is not None
+    if threads and remote:
+        raise ValueError("threads=True runs the workers in this process, and a Dask cluster runs them as its "
+                         "tasks: leave threads unset (or False) on a cluster")
+    if threads is None:
+        return not remote and native_reason(config, config.device) is None
+    return threads
 
 
 def torch_threads(workers: int) -> int:

@@ -4,7 +4,8 @@ The usual way to go parallel and keep true DQN (one learner's updates on one buf
 keep **one learner and one replay buffer** and parallelise only the acting (Nair et
 al. 2015, Gorila, arXiv:1507.04296; Horgan et al. 2018, Ape-X, arXiv:1803.00933).
 
-* **Actors** (one long-lived worker task each) step ``n_envs`` boards at once with one
+* **Actors** (one long-lived worker task each: a thread of the learner's process on the compiled core, else
+  a process; :func:`~dqnlab.parallel.threads.as_threads`) step ``n_envs`` boards at once with one
   batched forward pass of a recent copy of the online network, and send compact
   transitions (uint8 boards, uint8 actions, float32 rewards, done flags, legal-move
   masks of the next boards: about 42 bytes each) to the learner every ~50 ms
@@ -98,7 +99,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import joblib
@@ -114,7 +115,7 @@ from ..parallel.feed import ActorFeed, lag_summary
 from ..parallel.messages import ActorData, NewWeights, Throttle
 from ..parallel.shm import SharedParameters
 from ..parallel.tasks import TaskGroup, drive_tasks, split_budget
-from ..parallel.threads import torch_threads, torch_threads_set
+from ..parallel.threads import as_threads, threads_option, torch_threads, torch_threads_set
 from ..parallel.weights import Weights, apply_changes, changed_entries, changes_nbytes
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import RunClock, build_result, run_to_end
@@ -169,6 +170,7 @@ class Options(SchemeOptions):
         tip="How much each actor explores: the run's decaying schedule, a fixed spread from 0.4 for the first "
             "actor down to about 0.0007 for the last (Ape-X), or one number per actor, comma-separated.")
     lockstep: bool = option(False, "Actors wait for the learner after every step (no overlap; 1 worker = serial).")
+    threads: bool | None = threads_option()
     share_weights: bool = option(
         True, "Actors on the learner's machine read its weights in shared memory as it trains them (no copies "
         "sent); off, on a Dask cluster or with the learner on a GPU: the learner sends each actor the entries "
@@ -285,10 +287,11 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
     remote = active_dask_client() is not None
+    options = replace(options, threads=as_threads(options.threads, config))  # (the run records which)
     weights_every = options.weights_every or WEIGHTS_EVERY[config.network]
     reported = {"weights_every": weights_every, "min_replay_ratio": min_ratio,
                 "actor_epsilon": options.actor_epsilon if isinstance(options.actor_epsilon, str) else list(epsilons),
-                "lockstep": options.lockstep, "share_weights": options.share_weights}
+                "lockstep": options.lockstep, "share_weights": options.share_weights, "threads": options.threads}
     chunk = _max_chunk(config, min_ratio, workers)
     learner = _CentralLearner(config, workers, weights_every, min_ratio, options.lockstep, chunk)
     resumed = _checkpoint.take_state() if _checkpoint is not None else None
@@ -324,7 +327,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     def act_and_learn() -> None:
         with torch_threads_set(threads):
             learner.threads = torch.get_num_threads()
-            with TaskGroup(actor_task, tasks) as group:
+            with TaskGroup(actor_task, tasks, backend="threading" if options.threads else None) as group:
                 learner.group = group
                 if resumed is not None:  # lockstep actors that were waiting for the learner's reply get it
                     learner.answer(sorted(k for k, a in enumerate(resumed["actors"]) if a["awaiting"]))

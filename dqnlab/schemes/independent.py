@@ -3,8 +3,9 @@
 Several DQN agents trained at the same time that, by some sharing plan, periodically
 share the weights each has trained: parameter averaging as in local SGD / FedAvg, or
 selection as in population-based training (Jaderberg et al. 2017, arXiv:1711.09846). Each
-of the K learners is a whole serial DQN (:class:`~dqnlab.runtime.learner.Learner`) in its
-own worker process: its own ``n_envs`` boards, replay buffer, online/target networks
+of the K learners is a whole serial DQN (:class:`~dqnlab.runtime.learner.Learner`) in a
+worker of its own (a thread of this process on the compiled core, else a process:
+:func:`~dqnlab.parallel.threads.as_threads`): its own ``n_envs`` boards, replay buffer, online/target networks
 and Adam state, with seeds derived from ``(seed, k)``. The env-step budget is split
 evenly across learners. All learners start from the same initial weights (learner
 0's), as parameter averaging requires (Zinkevich et al. 2010; McMahan et al. 2017,
@@ -39,8 +40,8 @@ SGD methods keep optimiser state local. Shared learners of this kind are also ho
 Gorila (Nair et al. 2015, arXiv:1507.04296) scales, there through a parameter server.
 
 How it runs: one long-lived joblib task per learner (the learner and its replay
-buffer live for the whole run), talking to the parent through
-``multiprocessing.Manager`` queues: the parent runs the sync barrier, gathers the
+buffer live for the whole run), talking to the parent through queues (in memory between
+threads, a ``multiprocessing.Manager``'s between processes): the parent runs the sync barrier, gathers the
 episodes as they finish (live progress and callbacks), and can tell the learners to
 stop. A learner's exception stops the others and raises
 :class:`~dqnlab.runtime.errors.WorkerError` with the episodes gathered so far.
@@ -51,7 +52,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -61,7 +62,7 @@ from ..config import TrainConfig
 from ..options import SchemeOptions, option, when
 from ..parallel.messages import NewWeights, Report, SyncPost, UnexpectedMessage
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
-from ..parallel.threads import torch_threads
+from ..parallel.threads import as_threads, threads_option, torch_threads
 from ..parallel.weights import (
     Changes,
     Weights,
@@ -109,6 +110,7 @@ class Options(SchemeOptions):
     final_fraction: float = option(0.25, "Share only in this last fraction of the budget (env steps or seconds, "
                                    "whichever runs out first).", low=0, high=1, low_open=True,
                                    applies=when("sync", "final"))
+    threads: bool | None = threads_option()
     temperature: float = option(500.0, "Softmax temperature of the score weighting: a learner this many points "
                                 "ahead gets e = 2.7 times the weight.", unit="points", low=0, low_open=True,
                                 applies=when("sync", "weighted"))
@@ -125,7 +127,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         ``total_env_steps`` is split evenly across learners; ``buffer_size``,
         ``learning_starts`` and ``epsilon_decay_steps`` are per learner.
     workers : int
-        K learners, one worker process each (>= 1, <= ``total_env_steps``). With
+        K learners, one worker each (>= 1, <= ``total_env_steps``). With
         K = 1 the learner runs in this process and, whatever the schedule, plays the
         same games as ``serial`` with the same seed.
     progress : bool
@@ -174,6 +176,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     """
     if config.total_env_steps is not None and config.total_env_steps < workers:
         raise ValueError(f"total_env_steps ({config.total_env_steps}) must be at least workers ({workers})")
+    options = replace(options, threads=as_threads(options.threads, config))  # (the run records which)
     budgets = split_budget(config.total_env_steps, workers)
     sync_every = options.sync_every or SYNC_EVERY[config.network]
     init = DQNAgent(config, seed=worker_seeds(config.seed, 0)[2]).get_weights()  # every learner starts here
@@ -200,7 +203,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
                   resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
     def learners() -> None:
-        with TaskGroup(_learner_task, tasks) as group:
+        with TaskGroup(_learner_task, tasks, backend="threading" if options.threads else None) as group:
             parent.group, parent.loop = group, loop
             parent.complete_rounds()  # rounds left open by the checkpoint resumed from
             drive_tasks(group, loop, parent, checkpoints=_checkpoint is not None)
@@ -523,7 +526,7 @@ class _IndependentWorker(LearnerWorker):
 
 def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, sync_every: int,
                   final_fraction: float, base: Weights, **kw: Any) -> None:
-    """One learner, in a worker process, for the whole run (see the module docstring).
+    """One learner, in a worker, for the whole run (see the module docstring).
 
     ``base``: the learners' common weights, the initial ones or a resumed run's last sync's;
     ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports,

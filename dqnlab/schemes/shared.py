@@ -1,4 +1,4 @@
-"""``shared``: worker processes sharing ONE replay buffer and ONE model in shared memory.
+"""``shared``: K workers sharing ONE replay buffer and ONE model in shared memory.
 
 Shared-memory parallel DQN: the workers split the acting and learning between them and
 share the replay buffer and the current model, as Hogwild (below) and A3C (Mnih et al.
@@ -50,11 +50,11 @@ late (a process still importing) would otherwise train at once on the opening mo
 games started together, whose shared weight rows take one summed step per sample; on the
 n-tuple presets, with temporal coherence, that blow-up can leave the shared tables stuck.
 
-This scheme is single-machine by nature (shared memory): it runs on joblib's ``loky`` backend,
-or, with ``threads=True``, on its ``threading`` backend: the K workers are threads of this process
-over the same block, which pays where the work releases the GIL -- the compiled core that
-trains the n-tuple presets (:mod:`dqnlab.core`) does, as the C++ n-tuple learners' threads share
-one table (Jaskowski 2018). On the compiled core the lock is a ticket lock in the block
+This scheme is single-machine by nature (shared memory). Its K workers are threads of this process over
+the same block (joblib's ``threading`` backend) where the learner runs on the compiled core that trains the
+n-tuple presets (:mod:`dqnlab.core`), which releases the GIL, as the C++ n-tuple learners' threads share one
+table (Jaskowski 2018); for PyTorch's networks, or with ``threads=False``, processes (joblib's ``loky``)
+attached to the block (:func:`~dqnlab.parallel.threads.as_threads`). On the compiled core the lock is a ticket lock in the block
 (:func:`dqnlab.core.team.acquire`: one atomic add and a wait, inside the kernel); on PyTorch's networks
 a ``flock`` on a file, which excludes threads too (each worker opens its own descriptor). The block
 and the lock files are removed on every path out
@@ -66,7 +66,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..agent.dqn import DQNAgent, epsilon_at, priority_beta_at
@@ -76,7 +76,7 @@ from ..core.team import TEAM_SLOTS, new_team
 from ..options import SchemeOptions, option
 from ..parallel.shm import OPTIMIZER_STATE, BlockHandle, SharedBlock, Spec, bind_agent, shared_replay
 from ..parallel.tasks import Channel, TaskGroup, drive_tasks, split_budget
-from ..parallel.threads import torch_threads
+from ..parallel.threads import as_threads, threads_option, torch_threads
 from ..parallel.workers import LearnerCoordinator, LearnerWorker
 from ..replay import SumTree, column_arrays, update_priorities
 from ..runtime.checkpoint import Checkpointer
@@ -99,9 +99,7 @@ class Options(SchemeOptions):
     lock: bool = option(True, "Serialise updates with a lock; False: Hogwild, no lock (see dqnlab.schemes.shared).",
                         tip="One update at a time, behind a lock; off: the workers update the shared weights at "
                             "once, without a lock (Hogwild).")
-    threads: bool = option(
-        False, "Run the workers as threads of this process instead of processes: the same block, lock and "
-        "algorithm, in parallel where the work releases the GIL (the compiled core of the n-tuple presets does).")
+    threads: bool | None = threads_option()
     sample: str = option(
         "all", "Which transitions a worker's minibatches are drawn from: all (every worker's segment of the "
         "shared buffer) or own (its own segment only: the workers share the model alone, as A3C's and the "
@@ -190,6 +188,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     # (threads: the block in this process's memory, on huge pages where the OS offers them; the compiled core
     # locks its updates with the block's team array, PyTorch's networks with a lock file)
     file_lock = options.lock and native_reason(config) is not None
+    options = replace(options, threads=as_threads(options.threads, config))  # (the run records which)
     with SharedBlock.create(layout, model, config, workers, lock=file_lock, private=options.threads) as block:
         new_team(1, locked=options.lock, out=block.arrays["team"])
         parent = _SharedCoordinator(config, options, workers, block)

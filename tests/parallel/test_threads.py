@@ -11,6 +11,7 @@ import torch
 
 import dqnlab
 from dqnlab.parallel import threads
+from dqnlab.parallel.messages import SyncPost
 
 
 def test_torch_threads_left_alone_by_in_process_runs(cfg):
@@ -64,3 +65,23 @@ def test_run_niced_raises_what_the_function_raises_and_rejects_a_bad_niceness():
     for bad in (-1, 20, 2.5, True):
         with pytest.raises(ValueError, match="nice must be an integer in"):
             threads.run_niced(lambda: None, bad)
+
+
+def _post(ch, *, changes):
+    ch.send(SyncPost(ch.worker, 1, True, changes, 0.0, 0, 0))
+    ch.wait()  # (until the group stops it)
+
+
+def test_a_threads_task_group_hands_messages_over_by_reference():
+    """Tasks on joblib's threading backend talk through plain queues: no manager process, no copy."""
+    import numpy as np
+
+    from dqnlab.parallel.tasks import TaskGroup
+
+    changes = {"weight": (np.arange(5), np.ones(5, np.float32))}
+    with TaskGroup(_post, [dict(changes=changes), dict(changes=changes)], backend="threading") as group:
+        got = [group.get(30.0) for _ in range(2)]
+        assert group.manager is None and group.spill_dir is None
+    assert sorted(msg.worker for msg in got) == [0, 1]
+    for msg in got:
+        assert msg.changes["weight"][0] is changes["weight"][0] and msg.changes["weight"][1] is changes["weight"][1]

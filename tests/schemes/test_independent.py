@@ -88,7 +88,8 @@ def test_independent_final_schedule_end_to_end(cfg):
     assert all(r["env_steps"] >= 0.75 * cfg.total_env_steps for r in synced)  # never before 75% of the budget
     assert all(r["divergence"] > 0 for r in rounds)
     assert run.extra["syncs"] == len(synced)
-    assert run.options == {"sync": "final", "sync_every": 10, "final_fraction": 0.25, "temperature": 500.0}
+    assert run.options == {"sync": "final", "sync_every": 10, "final_fraction": 0.25, "temperature": 500.0,
+                           "threads": False}
     assert {w["env_steps"] for w in run.extra["per_worker"]} == {1504}  # 3000 split in two, in steps of 8
 
 

@@ -112,3 +112,26 @@ def test_each_member_steps_its_own_table_and_every_average_makes_them_one(every)
     model = native.team_weights(learner.agent.get_weights())["weight"].reshape(-1)
     np.testing.assert_allclose(model[pending], tables[:, pending].mean(axis=0), rtol=1e-6)
     np.testing.assert_array_equal(model[others], tables[0, others])
+
+
+# ----------------------------------------------------------------------------- workers as threads or processes
+@pytest.mark.parametrize("scheme", ["shared", "independent", "actors"])
+def test_long_lived_workers_are_threads_on_the_compiled_core_and_processes_elsewhere(cfg, scheme):
+    """``threads`` left out: the n-tuple presets' workers are threads of this process, a PyTorch network's are
+    processes; given, it is obeyed. The run records which."""
+    import os
+
+    ntuple = _config(total_env_steps=3_200)
+    for config, threads, expected in [(ntuple, None, True), (cfg, None, False), (ntuple, False, False)]:
+        run = dqnlab.train(scheme, config, workers=2, progress=False, threads=threads)
+        assert run.options["threads"] is expected and run.status == "completed"
+        pids = {w["pid"] for w in run.extra["per_worker"]}
+        assert (pids == {os.getpid()}) is expected, pids
+        assert run.env_steps >= config.total_env_steps and run.updates > 0
+
+
+@pytest.mark.parametrize("scheme", ["independent", "actors"])
+def test_threads_are_refused_on_a_dask_cluster(cfg, scheme):
+    pytest.importorskip("distributed")
+    with pytest.raises(ValueError, match="threads=True runs the workers in this process"):
+        dqnlab.train(scheme, _config(), workers=2, progress=False, backend="dask", threads=True)
