@@ -16,6 +16,7 @@ checkpoint and says :class:`~dqnlab.parallel.messages.Checkpointed`.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -470,12 +471,11 @@ class TaskGroup(Supervisor):
             resource_tracker.ensure_running()
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
+            with (joblib.parallel_config(backend=self.backend) if self.backend is not None
+                  else contextlib.nullcontext()):
+                slots = joblib.effective_n_jobs(self.n_jobs)
             with joblib.Parallel(n_jobs=self.n_jobs, batch_size=1, pre_dispatch="all",
                                  backend=self.backend) as parallel:
-                try:
-                    slots = parallel._effective_n_jobs()
-                except Exception:  # noqa: BLE001 - private joblib API: if it is gone, trust the backend
-                    slots = self.workers
                 if slots < self.workers:
                     raise RuntimeError(f"the joblib backend runs {slots} tasks at once; "
                                        f"this scheme needs all {self.workers} workers running together")
