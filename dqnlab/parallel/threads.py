@@ -1,5 +1,5 @@
-"""Torch threads per learner process, Ctrl-C in worker processes (the parent handles it), and a task run at a
-lower priority than its process's other threads."""
+"""Whether a scheme's workers are threads or processes, torch threads per learner process, Ctrl-C in worker
+processes (the parent handles it), and a task run at a lower priority than its process's other threads."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import torch
 
 from ..options import option
 
-__all__ = ["threads_option", "as_threads", "torch_threads", "torch_threads_set", "pin_torch_threads", "parent_handles_sigint", "run_niced",
-           "thread_niceness"]
+__all__ = ["threads_option", "as_threads", "torch_threads", "torch_threads_set", "pin_torch_threads",
+           "parent_handles_sigint", "run_niced", "thread_niceness"]
 
 T = TypeVar("T")
 

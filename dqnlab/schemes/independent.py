@@ -186,14 +186,16 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         parent.restore(resumed)
 
     def result(status: str | None = None) -> RunResult:
+        wall = loop.elapsed  # (read once: the rate below and the result's wall time agree)
         weights, how = parent.final_weights()
         return build_result("independent", config, workers, loop, parent.progress(), weights, status,
                             {**options.to_dict(), "sync_every": sync_every},
                             {"per_worker": parent.per_worker(), "divergence": list(parent.divergence),
                              "syncs": parent.syncs, "final_weights": how, "common_init": True,
                              "bytes_moved": parent.bytes_moved,
-                             "bytes_moved_per_s": parent.bytes_moved / max(loop.elapsed, 1e-9),
-                             "score_window": SCORE_WINDOW, "torch_threads_per_worker": torch_threads(workers)})
+                             "bytes_moved_per_s": parent.bytes_moved / max(wall, 1e-9),
+                             "score_window": SCORE_WINDOW, "torch_threads_per_worker": torch_threads(workers)},
+                            wall_time_s=wall)
 
     loop = RunLoop(config, progress=progress, callback=callback, snapshot=result, checkpointer=_checkpoint)
     tasks = [dict(config=config, worker=k, budget=budgets[k], sync=options.sync,
