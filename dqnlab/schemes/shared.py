@@ -54,10 +54,10 @@ This scheme is single-machine by nature (shared memory). Its K workers are threa
 the same block (joblib's ``threading`` backend) where the learner runs on the compiled core that trains the
 n-tuple presets (:mod:`dqnlab.core`), which releases the GIL, as the C++ n-tuple learners' threads share one
 table (Jaskowski 2018); for PyTorch's networks, or with ``threads=False``, processes (joblib's ``loky``)
-attached to the block (:func:`~dqnlab.parallel.threads.as_threads`). On the compiled core the lock is a ticket lock in the block
-(:func:`dqnlab.core.team.acquire`: one atomic add and a wait, inside the kernel); on PyTorch's networks
-a ``flock`` on a file, which excludes threads too (each worker opens its own descriptor). The block
-and the lock files are removed on every path out
+attached to the block (:func:`~dqnlab.parallel.threads.as_threads`). On the compiled core the lock is a
+ticket lock in the block (:func:`dqnlab.core.team.acquire`: one atomic add and a wait, inside the kernel);
+on PyTorch's networks a ``flock`` on a file, which excludes threads too (each worker opens its own
+descriptor). The block and the lock files are removed on every path out
 (:class:`~dqnlab.parallel.shm.SharedBlock`, a context manager).
 """
 
