@@ -15,6 +15,8 @@ import joblib
 import torch
 
 from ..options import option
+from ..runtime.native import native_reason
+from .dask import active_dask_client
 
 __all__ = ["threads_option", "as_threads", "torch_threads", "torch_threads_set", "pin_torch_threads",
            "parent_handles_sigint", "run_niced", "thread_niceness"]
@@ -29,7 +31,7 @@ def threads_option() -> Any:
                   "where the learner runs on the compiled core (the n-tuple presets on the CPU with uniform replay) "
                   "and no Dask cluster runs the workers, else processes. Threads share tables, weights and "
                   "transitions in memory and run in parallel where the work releases the GIL, as the compiled "
-                  "core does; PyTorch's networks keep the GIL for much of an update.",
+                  "core does.",
                   tip="Workers as threads of this process, sharing memory (on), or as processes (off); empty: "
                       "threads for the n-tuple networks, processes for the others.")
 
@@ -44,9 +46,6 @@ def as_threads(threads: bool | None, config: Any) -> bool:
     ValueError
         For ``threads=True`` with a Dask cluster as joblib's active backend (its workers are its own processes).
     """
-    from ..runtime.native import native_reason
-    from .dask import active_dask_client
-
     remote = active_dask_client() is not None
     if threads and remote:
         raise ValueError("threads=True runs the workers in this process, and a Dask cluster runs them as its "
