@@ -60,6 +60,7 @@ from .team import (
     MEMBERS,
     MODE,
     PHASE,
+    READ,
     STEP,
     TC,
     UPDATE,
@@ -592,16 +593,24 @@ def _count_update(ctr, totals, times, hp, work, online, target):
 
 
 @kernel
-def _own_step(replay, net, hp, rows, slopes, work, values, update, tc, crew, member):
-    """An ``averaged`` member's update: the rows, targets and step of its own minibatch (``work.slots``) on its
-    own table (``net``), the rows it changed logged in ``crew`` for the next average. Returns ``(loss, finite)``
-    (not finite: no step)."""
+def _own_step(replay, net, hp, rows, slopes, work, values, update, tc, crew, team, member):
+    """An ``averaged`` member's update: the rows, targets and step of its own minibatch (``work.slots``), read
+    from ``net``'s tables and applied to its own, ``crew[0][member]``, the rows it changed logged in ``crew``
+    for the next average. Averaging every update, every table equals the leader's when the update opens, so
+    the members read the leader's (``net``: warm in the cache, where their own are cold), and the leader steps
+    its own only once every member has read (``team[READ]``). Returns ``(loss, finite)`` (not finite: no
+    step)."""
     b = work.slots.shape[0]
     _minibatch_rows(replay, net, hp, rows, work, 0, b)
     _td_targets(replay, net, hp, rows, work, update, values, 0, b)
+    if team[EVERY] == 1 and team[MEMBERS] > 1:
+        if member > 0:
+            atomic_add(team, READ, 1)
+        else:
+            wait_until(team, READ, team[MEMBERS] - 1, False)
     loss, finite = _loss_slopes(work.q, work.y, hp, slopes)
     if finite:
-        _apply(net[0], net[3], rows, slopes, hp, tc, 0, 1)
+        _apply(crew[0][member], net[3], rows, slopes, hp, tc, 0, 1)
         logs, logged = crew[2], crew[3]
         n = logged[member]
         for j in range(b):
@@ -622,8 +631,9 @@ def _averaged_update(team, crew, replay, net, hp, rows, slopes, work, values, up
     # averaging every update, every table is the one the boards were evaluated with: the members read their values
     team[FIRST] = values.shape[0] > 0 and team[EVERY] == 1
     team[BAD] = 0
+    team[READ] = 0
     atomic_add(team, GENERATION, 1)
-    loss, finite = _own_step(replay, net, hp, rows, slopes, work, values, update, tc, crew, 0)
+    loss, finite = _own_step(replay, net, hp, rows, slopes, work, values, update, tc, crew, team, 0)
     times[_LAST_LOSS] = loss
     wait_until(team, DONE, (members - 1) * team[GENERATION], False)
     if not finite or team[BAD] > 0:
@@ -835,7 +845,7 @@ def help_average(team, member, crew, replay, net, hp, rows, slopes, work, values
         seen += 1
         if team[PHASE] == STEP:
             _, finite = _own_step(replay, net, hp, rows, slopes, work, values if team[FIRST] else values[:0],
-                                  team[UPDATE], team[TC] != 0, crew, member)
+                                  team[UPDATE], team[TC] != 0, crew, team, member)
             if not finite:
                 atomic_add(team, BAD, 1)
         else:

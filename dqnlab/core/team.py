@@ -33,7 +33,7 @@ from numba.extending import intrinsic
 from .bitboard import inline, kernel
 
 __all__ = ["TEAM_SLOTS", "GENERATION", "DONE", "STOP", "MEMBERS", "UPDATE", "FIRST", "TC", "MODE", "PHASE", "BAD",
-           "EVERY", "AVERAGES", "LOCKED", "TICKET", "SERVING", "SHARE", "AVERAGE", "STEP", "MEAN", "SPINS", "new_team",
+           "EVERY", "AVERAGES", "LOCKED", "TICKET", "SERVING", "READ", "SHARE", "AVERAGE", "STEP", "MEAN", "SPINS", "new_team",
            "atomic_add", "atomic_load", "atomic_store", "wait_until", "share", "acquire", "release"]
 
 #: Slots of a team's array: the generation the leader opened, the shares done (summed over generations),
@@ -41,10 +41,10 @@ __all__ = ["TEAM_SLOTS", "GENERATION", "DONE", "STOP", "MEMBERS", "UPDATE", "FIR
 #: step is temporal coherence's; how the team shares an update (:data:`SHARE` or :data:`AVERAGE`), what the
 #: opened generation is (:data:`STEP` or :data:`MEAN`), the members whose loss was not finite, the updates
 #: between two averages and the averages made; whether learners sharing the array take its update lock, the
-#: lock's next ticket and the ticket it serves.
+#: lock's next ticket and the ticket it serves; the members that have read the leader's table in this step.
 (GENERATION, DONE, STOP, MEMBERS, UPDATE, FIRST, TC, MODE, PHASE, BAD, EVERY, AVERAGES, LOCKED, TICKET,
- SERVING) = range(15)
-TEAM_SLOTS = 15
+ SERVING, READ) = range(16)
+TEAM_SLOTS = 16
 #: Modes: one minibatch shared (``sharded``), or each member its own minibatch and table, averaged (``averaged``).
 SHARE, AVERAGE = 0, 1
 #: Phases of an ``averaged`` team's generation: each member's own step, or the average of the rows they changed.

@@ -19,6 +19,8 @@ learner runs on the compiled core with ``target_update == 1``, else all-reduce):
   its own table on one and logs the rows it changed, and every ``average_every`` updates each member sets
   the logged rows it owns to the members' mean in every table (:mod:`dqnlab.core.team`,
   :meth:`~dqnlab.runtime.native.NativeLoop.team_up`). Temporal coherence's sums stay each member's.
+  Averaging every update, every table equals the learner's when an update opens, so the members compute
+  their targets on the learner's table, which its acting keeps in the cache, and step their own.
 
 * ``"allreduce"``: the parent is rank 0 of a gloo process group and every rank
   keeps its own copy of the model (:class:`Replica`): it steps on its own minibatch, and

@@ -114,6 +114,18 @@ def test_each_member_steps_its_own_table_and_every_average_makes_them_one(every)
     np.testing.assert_array_equal(model[others], tables[0, others])
 
 
+
+def test_members_averaging_every_update_read_the_learners_table_after_it_and_the_run_repeats():
+    """Averaging every update, the members read the learner's table (every table equals it when an update
+    opens) and the learner steps its own only once they all have: two runs give the same bits, and each member's
+    table ends equal to the learner's."""
+    config = _config(total_env_steps=12_800)
+    runs = [dqnlab.train("averaged", config, workers=3, progress=False, comm="threads") for _ in range(2)]
+    assert runs[0].extra["averages"] == runs[0].updates > 100
+    for name, w in runs[0].weights.items():
+        np.testing.assert_array_equal(runs[1].weights[name], w)
+
+
 # ----------------------------------------------------------------------------- workers as threads or processes
 @pytest.mark.parametrize("scheme", ["shared", "independent", "actors"])
 def test_long_lived_workers_are_threads_on_the_compiled_core_and_processes_elsewhere(cfg, scheme):
