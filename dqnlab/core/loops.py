@@ -641,24 +641,35 @@ def _averaged_update(team, crew, replay, net, hp, rows, slopes, work, values, up
     if (update + 1) % team[EVERY] == 0:
         team[PHASE] = MEAN
         atomic_add(team, GENERATION, 1)
-        _average_rows(crew, 0, members)
+        _average_rows(crew, 0, members, team[AVERAGES])
         wait_until(team, DONE, (members - 1) * team[GENERATION], False)
         crew[3][:] = 0
         team[AVERAGES] += 1
     return True
 
 
+#: An averaging member's filter of the rows it has averaged: ``2 ** FILTER_BITS`` entries (512 KB).
+FILTER_BITS = 16
+
+
 @kernel
-def _average_rows(crew, member, members):
-    """Member ``member``'s share of an average: every table row any member changed since the last average
-    (``crew``'s logs) that this member owns (:func:`dqnlab.core.ntuple.owns`) set, in every member's table,
-    to the members' mean (summed in float64; a row named again finds the mean already there)."""
-    tables, logs, logged = crew[0], crew[2], crew[3]
+def _average_rows(crew, member, members, stamp):
+    """Member ``member``'s share of average number ``stamp``: every table row any member changed since the last
+    average (``crew``'s logs) that this member owns (:func:`dqnlab.core.ntuple.owns`) set, in every member's table,
+    to the members' mean (summed in float64). A row the logs name again is skipped where this member's filter
+    ``crew[5][member]`` (a direct-mapped set of the rows averaged under ``stamp``) remembers it; one it has
+    forgotten is averaged again, which finds the mean already there and leaves the same bits."""
+    tables, logs, logged, seen = crew[0], crew[2], crew[3], crew[5][member]
     for k in range(members):
         for i in range(logged[k]):
             for p in range(logs.shape[2]):
                 r = logs[k, i, p]
                 if owns(r, member, members):
+                    key = (stamp << 32) | r
+                    h = ((r * 2654435761) & 0xFFFFFFFF) >> (32 - FILTER_BITS)  # (Knuth's multiplicative hash)
+                    if seen[h] == key:
+                        continue
+                    seen[h] = key
                     total = 0.0
                     for m in range(members):
                         total += tables[m, r]
@@ -849,7 +860,7 @@ def help_average(team, member, crew, replay, net, hp, rows, slopes, work, values
             if not finite:
                 atomic_add(team, BAD, 1)
         else:
-            _average_rows(crew, member, team[MEMBERS])
+            _average_rows(crew, member, team[MEMBERS], team[AVERAGES])
         atomic_add(team, DONE, 1)
 
 
@@ -867,9 +878,10 @@ def member_work(work: Work, slots: np.ndarray) -> Work:
 def crew_of(tables: np.ndarray, sums: np.ndarray, log_rows: int = 0, placements: int = 0, batch_size: int = 0) -> tuple:
     """The ``crew`` argument of :func:`learn_updates`: every member's table ``(K, R)`` float32 and
     temporal coherence's sums ``(K, R, 2)`` float32 (``(K, 0, 2)`` without them), each member's log of the rows
-    it changed since the last average ``(K, log_rows, placements)`` int64 and their count ``(K,)`` int64, and
-    each member's minibatch ``(K, batch_size)`` int64. A learner alone, or a team sharing one minibatch: its own
-    table as ``(1, R)`` and empty logs."""
+    it changed since the last average ``(K, log_rows, placements)`` int64 and their count ``(K,)`` int64,
+    each member's minibatch ``(K, batch_size)`` int64, and each member's filter of the rows it has averaged
+    ``(K, 2 ** FILTER_BITS)`` int64 (:func:`_average_rows`). A learner alone, or a team sharing one minibatch: its own
+    table as ``(1, R)``, empty logs and filters."""
     k = tables.shape[0]
     return (tables, sums, np.zeros((k, log_rows, placements), np.int64), np.zeros(k, np.int64),
-            np.zeros((k, batch_size), np.int64))
+            np.zeros((k, batch_size), np.int64), np.full((k, 1 << FILTER_BITS if log_rows else 1), -1, np.int64))

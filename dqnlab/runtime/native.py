@@ -213,7 +213,7 @@ class NativeLoop:
         updates while it is written); {} for any other team."""
         if self.crew is None:
             return {}
-        tables, sums, logs, logged, _ = self.crew
+        tables, sums, logs, logged, *_ = self.crew
         return {"tables": tables[1:], "sums": sums[1:], "logs": logs[:, :int(logged.max())], "logged": logged,
                 "averages": int(self.team[AVERAGES])}
 
@@ -221,7 +221,7 @@ class NativeLoop:
         """Continue from :meth:`team_state` output (after :meth:`team_up` with the same team)."""
         if self.crew is None:
             return
-        tables, sums, logs, logged, _ = self.crew
+        tables, sums, logs, logged, *_ = self.crew
         tables[1:], sums[1:] = state["tables"], state["sums"]
         logs[:, :state["logs"].shape[1]] = state["logs"]
         logged[:] = state["logged"]
@@ -232,7 +232,7 @@ class NativeLoop:
         the members' mean: the run's model (as the average every member would reach next)."""
         if self.crew is None:
             return weights
-        tables, _, logs, logged, _ = self.crew
+        tables, _, logs, logged, *_ = self.crew
         rows = np.unique(np.concatenate([logs[k, :logged[k]].ravel() for k in range(len(logged))]))
         flat = weights["weight"].reshape(-1)
         flat[rows] = tables[:, rows].mean(axis=0, dtype=np.float64).astype(np.float32)

@@ -99,7 +99,7 @@ def test_each_member_steps_its_own_table_and_every_average_makes_them_one(every)
         native.disband()
         for t in helpers:
             t.join(30)
-    tables, _, logs, logged, _ = native.crew
+    tables, _, logs, logged, *_ = native.crew
     assert learner.agent.updates > 20 and native.averages == learner.agent.updates // every
     pending = np.unique(np.concatenate([logs[k, :logged[k]].ravel() for k in range(3)]))
     others = np.setdiff1d(np.arange(tables.shape[1]), pending)
