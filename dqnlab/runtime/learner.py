@@ -71,10 +71,12 @@ def warmed() -> bool:
 
 def warm_up(stream: TextIO | None = None) -> None:
     """Compile the native loop's kernels (or load them from numba's cache) before a learner's first step:
-    a tiny learner of the same array and setting types takes a few steps and an update, under the
-    compile notice (:func:`dqnlab.core.compile.notice`). Once per process; a learner that will run on the
-    core calls it before it builds anything, so that compiling is not taken from a run's time budget.
-    ``stream`` takes the notice's lines (default ``sys.stderr``)."""
+    a tiny learner of the same array and setting types takes a few steps and an update, and the bodies of
+    both kinds of team (:meth:`~dqnlab.runtime.native.NativeLoop.team_up`) are called on a team that has
+    stopped, so they return at once; all under the compile notice (:func:`dqnlab.core.compile.notice`).
+    Once per process; a learner that will run on the core calls it before it builds anything, so that
+    compiling is not taken from a run's time budget (nor, in a team, spent by one member while the others
+    wait for it). ``stream`` takes the notice's lines (default ``sys.stderr``)."""
     global _warmed
     if _warmed:
         return
@@ -85,6 +87,11 @@ def warm_up(stream: TextIO | None = None) -> None:
         tiny = Learner(config)
         tiny.run(8)
         tiny.native.learn(1)
+        for average_every in (0, 1):  # (sharded's helpers, then averaged's members)
+            bodies = tiny.native.team_up(2, average_every)
+            tiny.native.disband()
+            for body in bodies:
+                body()
 
 
 class Learner:

@@ -223,3 +223,15 @@ def test_native_loop_catches_a_float32_overflow_as_the_python_loop_does(override
     advance_until_error(b)
     assert a.updates == b.updates
     assert np.isfinite(a.agent.online.weight.detach().numpy()).all()
+
+
+def test_warm_up_compiles_the_team_kernels_too():
+    """A team's member compiling its kernel in a run would take the run's time while the others wait for it:
+    warm_up leaves them compiled (a fresh process, where nothing else has called them)."""
+    import subprocess
+    import sys
+
+    code = ("from dqnlab.core import loops; from dqnlab.runtime.learner import warm_up; warm_up(); "
+            "print(len(loops.help_updates.signatures), len(loops.help_average.signatures))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    assert out.stdout.split() == ["1", "1"]
