@@ -504,16 +504,13 @@ def test_cli_trains_actors_and_writes_time_split_and_lag(capsys, tmp_path):
     assert s["extra"]["weights"] == "sent as changes"
 
 
-def test_cli_worker_fault_saves_partial_run(capsys, tmp_path, monkeypatch):
-    from dqnlab.schemes import sharded
+def test_cli_worker_fault_saves_partial_run(capsys, tmp_path):
+    from dqnlab.parallel.faults import inject
 
-    real = sharded.run
-    monkeypatch.setattr(sharded, "run", lambda config, options, **kw: real(
-        config, options, **kw, _fault={"worker": 1, "after_updates": 30}))
     out = tmp_path / "run"
-    code = main(["train", "--preset", "mlp", "--scheme", "sharded", "--workers", "2", "--env-steps", "20000",
-                 "--n-envs", "4",
-                 "--batch-size", "32", "--eval-games", "0", "--no-progress", "--out", str(out)])
+    with inject({"worker": 1, "after_updates": 30}):
+        code = main(["train", "--preset", "mlp", "--scheme", "sharded", "--workers", "2", "--env-steps", "20000",
+                     "--n-envs", "4", "--batch-size", "32", "--eval-games", "0", "--no-progress", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 1 and "worker 1 failed" in err and len(err.strip().splitlines()) == 1
     assert "injected fault" in (out / "worker_error.txt").read_text()

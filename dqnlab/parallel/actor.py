@@ -63,8 +63,6 @@ class ActorSettings:
         Transitions sent at once (about, at most).
     parent_pid : int
         The learner's process (an actor in another one acts on one torch thread).
-    fault : dict or None
-        The test hook's fault (:func:`~dqnlab.parallel.faults.check_fault`).
     checkpointing : bool
         Answer the learner's checkpoint requests, and send the final state with the last message.
     shared_weights : tuple or None
@@ -84,7 +82,6 @@ class ActorSettings:
     lockstep: bool
     max_chunk: int
     parent_pid: int
-    fault: dict[str, Any] | None = None
     checkpointing: bool = False
     shared_weights: tuple[str, Any] | None = None
     nice: int = 0
@@ -217,7 +214,7 @@ class Actor:
                 if ch.stopped:
                     break
                 n = self.act()
-                check_fault(s.fault, s.worker, env_steps=self.env_steps)
+                check_fault(ch.fault, s.worker, env_steps=self.env_steps)
                 if s.lockstep:
                     self.flush()
                     self.wait_for_learner(True)

@@ -68,8 +68,6 @@ class AllReduceGroup:
         The scheme's options.
     workers : int
         K ranks, this process included.
-    fault : dict, optional
-        The test hook (:func:`~dqnlab.parallel.faults.check_fault`; ranks >= 1 only).
     states : list of dict, optional
         :meth:`Replica.state` of every rank to start from, agents included (a resumed run;
         default: every rank starts from ``agent``).
@@ -93,9 +91,8 @@ class AllReduceGroup:
     """
 
     def __init__(self, replica_cls: type[Replica], agent: DQNAgent, options: dict[str, Any], workers: int,
-                 fault: dict[str, Any] | None = None, states: list[dict[str, Any]] | None = None,
-                 stats: dict[str, Any] | None = None):
-        self.replica_cls, self.options, self.workers, self.fault = replica_cls, options, workers, fault
+                 states: list[dict[str, Any]] | None = None, stats: dict[str, Any] | None = None):
+        self.replica_cls, self.options, self.workers = replica_cls, options, workers
         self.coll = Collectives(0, workers)
         self.replica = replica_cls(agent, self.coll, options)
         if states is not None:
@@ -128,7 +125,7 @@ class AllReduceGroup:
         start = self.replica.state(with_agent=True)
         kwargs = [dict(replica_cls=self.replica_cls, config=self.replica.agent.config, options=self.options,
                        workers=self.workers, host=host, port=self.store.port, prefix=prefix,
-                       state=self.start_states[r] if self.start_states else start, fault=self.fault)
+                       state=self.start_states[r] if self.start_states else start)
                   for r in range(1, self.workers)]
         self.tasks = TaskGroup(replica_task, kwargs, own_processes=True, names_from=1).__enter__()
         self.started_on = self.tasks.hosts

@@ -23,6 +23,7 @@ from ..agent.dqn import DQNAgent
 from ..options import SchemeOptions, option
 from ..replay import Minibatch
 from .allreduce import AllReduceGroup
+from .faults import injected
 from .joblib_round import RoundStats, parallel_update
 from .replica import Replica
 from .weights import normalised_coefficients
@@ -146,16 +147,15 @@ class JoblibComm(Comm):
         The learner's agent (the workers step copies of its state).
     workers : int
         K joblib workers.
-    fault : dict, optional
-        The test hook (:func:`~dqnlab.parallel.faults.check_fault`).
     saved : dict, optional
         The run's checkpoint state to continue from (its ``rounds``: the :class:`RoundStats`).
     """
 
     name = "joblib"
 
-    def __init__(self, agent: DQNAgent, workers: int, fault: dict[str, Any] | None, saved: dict[str, Any] | None):
-        self.agent, self.workers, self.fault = agent, workers, fault
+    def __init__(self, agent: DQNAgent, workers: int, saved: dict[str, Any] | None):
+        self.agent, self.workers = agent, workers
+        self.fault = injected()  # (a test's, for the rounds' workers: faults.inject)
         self.stats = RoundStats(workers)
         if saved is not None:
             self.stats.load_state_dict(saved["rounds"])
@@ -193,8 +193,6 @@ class AllReduceComm(Comm):
         The scheme's options (every rank's replica reads them).
     workers : int
         K ranks, this process included.
-    fault : dict, optional
-        The test hook (ranks >= 1).
     saved : dict, optional
         The run's checkpoint state to continue from (its ``ranks`` and the replica's ``stats``).
     """
@@ -202,10 +200,10 @@ class AllReduceComm(Comm):
     name = "allreduce"
 
     def __init__(self, replica: type[Replica], agent: DQNAgent, options: SchemeOptions, workers: int,
-                 fault: dict[str, Any] | None, saved: dict[str, Any] | None):
+                 saved: dict[str, Any] | None):
         ranks = None if saved is None else [{**r, "agent": r["agent"] or saved["learner"]["agent"]}
                                             for r in saved["ranks"]]  # (a rank equal to rank 0 saved none)
-        self.group = self.engine = AllReduceGroup(replica, agent, dataclasses.asdict(options), workers, fault, ranks,
+        self.group = self.engine = AllReduceGroup(replica, agent, dataclasses.asdict(options), workers, ranks,
                                                   None if saved is None else saved["stats"])
         self.agent, self.workers = agent, workers
 
@@ -243,7 +241,7 @@ class AllReduceComm(Comm):
 
 
 def open_comm(options: SchemeOptions, replica: type[Replica], agent: DQNAgent, workers: int,
-              fault: dict[str, Any] | None, saved: dict[str, Any] | None) -> Comm:
+              saved: dict[str, Any] | None) -> Comm:
     """The channel ``options.comm`` names (arguments as :class:`AllReduceComm`'s; :class:`JoblibComm` takes
     no replica).
 
@@ -257,5 +255,5 @@ def open_comm(options: SchemeOptions, replica: type[Replica], agent: DQNAgent, w
     if made_with != options.comm:
         raise ValueError(f"the checkpoint was made with comm={made_with!r}; resume it with that")
     if options.comm == "joblib":
-        return JoblibComm(agent, workers, fault, saved)
-    return AllReduceComm(replica, agent, options, workers, fault, saved)
+        return JoblibComm(agent, workers, saved)
+    return AllReduceComm(replica, agent, options, workers, saved)

@@ -148,15 +148,14 @@ class Replica:
 
 
 def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig, options: dict[str, Any],
-                 workers: int, host: str, port: int, prefix: str, state: dict[str, Any],
-                 fault: dict[str, Any] | None) -> None:
+                 workers: int, host: str, port: int, prefix: str, state: dict[str, Any]) -> None:
     """A worker rank's whole run (a :class:`~dqnlab.parallel.tasks.TaskGroup` task): join the
     group, then follow rank 0's scatters -- an update, a state request, or the stop.
 
     Rank ``ch.worker + 1`` of ``workers``. ``host``, ``port``, ``prefix``: rank 0's rendezvous store and
     the group's keys in it. ``state``: a :meth:`Replica.state` to start from (the parent's own at the
     start of a run). Reports its time split (:class:`~dqnlab.parallel.messages.Report`) about once a
-    second and when it stops; ``fault``: the test hook (:func:`~dqnlab.parallel.faults.check_fault`).
+    second and when it stops.
 
     Raises
     ------
@@ -187,7 +186,7 @@ def replica_task(ch: Channel, *, replica_cls: type[Replica], config: TrainConfig
             if command == STATE:  # (update = the request's number * 2 + whether the agent is wanted)
                 ch.send(StateReply(ch.worker, update // 2, replica.state(with_agent=bool(update % 2))))
                 continue
-            check_fault(fault, rank, updates=update)
+            check_fault(ch.fault, rank, updates=update)
             try:
                 replica.update(unpack_minibatch(part.raw, n, part.columns), float(part.share[0]),
                                grad_norm=bool(grad_norm), slots=(first, total))

@@ -33,8 +33,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
                callback: Callable[[RunResult], Any] | None, options: SchemeOptions, replica: type[Replica],
                sample: Callable[[Learner], list[Minibatch]],
                split: Callable[[list[Minibatch]], tuple[list[Minibatch], np.ndarray | None]],
-               extra: dict[str, Any], fault: dict[str, Any] | None = None,
-               checkpoint: Any = None) -> RunResult:
+               extra: dict[str, Any], checkpoint: Any = None) -> RunResult:
     """The loop of the synchronous schemes (``sharded``, ``averaged``).
 
     The parent is the single learner (:class:`~dqnlab.runtime.learner.Learner`: ``n_envs``
@@ -90,7 +89,7 @@ def run_rounds(scheme: str, config: TrainConfig, workers: int, progress: bool,
     saved = checkpoint.take_state() if checkpoint is not None else None
     if saved is not None:
         learner.load_state_dict(saved["learner"])
-    comm = open_comm(options, replica, learner.agent, workers, fault, saved)
+    comm = open_comm(options, replica, learner.agent, workers, saved)
     return _Rounds(scheme, learner, comm, options, workers, sample, split, extra, progress, callback, checkpoint).run()
 
 

@@ -43,7 +43,7 @@ from ..runtime.compact import Entries
 from ..runtime.errors import TaskFailed
 from ..runtime.loop import RunLoop, ctrl_c_pressed
 from ..runtime.progress import Progress
-from .faults import describe
+from .faults import describe, injected
 from .messages import (
     HEARTBEAT_S,
     ORDERS,
@@ -219,10 +219,14 @@ class Channel:
         The parent's queue (shared by all workers) and this worker's own.
     spill_dir : str, optional
         A folder of the parent's machine, where large messages go (:func:`pack`); None: all by the queue.
+    fault : dict, optional
+        The fault a test injected when the task group was made (:func:`~dqnlab.parallel.faults.inject`),
+        for the task's :func:`~dqnlab.parallel.faults.check_fault`.
     """
 
-    def __init__(self, worker: int, inbox: Any, outbox: Any, spill_dir: str | None = None):
-        self.worker, self.inbox, self.outbox, self.spill_dir = worker, inbox, outbox, spill_dir
+    def __init__(self, worker: int, inbox: Any, outbox: Any, spill_dir: str | None = None,
+                 fault: dict[str, Any] | None = None):
+        self.worker, self.inbox, self.outbox, self.spill_dir, self.fault = worker, inbox, outbox, spill_dir, fault
         self.stopped = False
         #: ``state() -> Any``: this worker's checkpoint state (set by a task that checkpoints).
         self.state: Callable[[], Any] | None = None
@@ -310,9 +314,9 @@ class Channel:
 
 
 def _task_main(fn: Callable[..., None], worker: int, workers: int, parent_pid: int, inbox: Any, outbox: Any,
-               kwargs: dict[str, Any], spill_dir: str | None) -> int:
+               kwargs: dict[str, Any], spill_dir: str | None, fault: dict[str, Any] | None) -> int:
     """Body of one long-lived joblib task: pin threads, say hello, beat, run ``fn``, report any exception."""
-    ch = Channel(worker, inbox, outbox, spill_dir)
+    ch = Channel(worker, inbox, outbox, spill_dir, fault)
     done = threading.Event()
     try:
         with parent_handles_sigint(parent_pid):
@@ -405,6 +409,7 @@ class TaskGroup(Supervisor):
                  own_processes: bool = False, names_from: int = 0):
         super().__init__(len(kwargs), names_from)
         self.fn, self.kwargs, self.backend = fn, kwargs, backend
+        self.fault = injected()  # (a test's, for the tasks: faults.inject)
         self.n_jobs = max(2, len(kwargs)) if own_processes else len(kwargs)
         self.spares: list[Any] = []  # order queues of held spare pool processes (see _spare_task)
         self.manager: SyncManager | None = None
@@ -480,7 +485,8 @@ class TaskGroup(Supervisor):
                     raise RuntimeError(f"the joblib backend runs {slots} tasks at once; "
                                        f"this scheme needs all {self.workers} workers running together")
                 parallel([joblib.delayed(_task_main)(self.fn, k, self.workers, parent, self.inbox,
-                                                     self.outboxes[k], as_arrays(kw), self.spill_dir)
+                                                     self.outboxes[k], as_arrays(kw), self.spill_dir,
+                                                     self.fault)
                           for k, kw in enumerate(self.kwargs)]
                          + [joblib.delayed(_spare_task)(parent, q) for q in self.spares])
         except BaseException as e:  # noqa: BLE001 - the parent reads it

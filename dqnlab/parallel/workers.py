@@ -42,8 +42,6 @@ class LearnerWorker:
         The run's start and time budget.
     report_every_s : float
         Seconds between reports.
-    fault : dict, optional
-        The test hook's fault (:func:`~dqnlab.parallel.faults.check_fault`).
     checkpointing : bool
         Answer checkpoint requests, and send the final state with the last report.
     resume : dict, optional
@@ -58,11 +56,11 @@ class LearnerWorker:
     """
 
     def __init__(self, ch: Channel, learner: Learner, *, budget: int | None, clock: RunClock,
-                 report_every_s: float, fault: dict[str, Any] | None, checkpointing: bool,
+                 report_every_s: float, checkpointing: bool,
                  resume: dict[str, Any] | None):
         self.ch, self.learner, self.budget = ch, learner, budget
         learner.clock0, self.deadline = clock.local()
-        self.report_every_s, self.fault, self.checkpointing = report_every_s, fault, checkpointing
+        self.report_every_s, self.checkpointing = report_every_s, checkpointing
         self.comm = 0.0  # seconds communicating with the parent
         self.sent = 0  # episodes already reported
         if resume is not None:
@@ -157,7 +155,7 @@ class LearnerWorker:
                 learner.advance(None if self.budget is None else self.budget - learner.env_steps,
                                 next_report if self.deadline is None else min(next_report, self.deadline),
                                 self.update_limit())
-                check_fault(self.fault, self.ch.worker, env_steps=learner.env_steps, updates=learner.updates)
+                check_fault(self.ch.fault, self.ch.worker, env_steps=learner.env_steps, updates=learner.updates)
                 self.after_step()
                 now = time.perf_counter()
                 if now >= next_report:

@@ -223,7 +223,7 @@ def apex_epsilons(workers: int, epsilon: float = APEX_EPSILON, alpha: float = AP
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
-        _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
+        _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one learner (this process) on the transitions of ``workers`` parallel actors.
 
     Parameters
@@ -314,7 +314,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         learner.actors_have(init, None if resumed is None else resumed["actors"])
     tasks = [dict(settings=ActorSettings(config=config, worker=k, workers=workers, budget=budgets[k],
                                          clock=RunClock.of(loop), epsilon=epsilons[k], lockstep=options.lockstep,
-                                         max_chunk=chunk, parent_pid=os.getpid(), fault=_fault,
+                                         max_chunk=chunk, parent_pid=os.getpid(),
                                          checkpointing=checkpointing,
                                          shared_weights=None if learner.shared is None else learner.shared.handle,
                                          nice=options.actor_nice if _share_cores(workers, remote, options.lockstep) else 0),

@@ -244,7 +244,7 @@ def draw_minibatches(learner: Learner, k: int) -> list[Minibatch]:
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
-        _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
+        _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update averages K workers' steps on K minibatches.
 
     Parameters
@@ -287,8 +287,6 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         if reason:
             raise ValueError(f"averaged with comm='threads' runs on the compiled core, and {reason}; "
                              f"use comm='allreduce'")
-        if _fault is not None:
-            raise ValueError("a fault is injected into a worker process; comm='threads' has none")
         return one_learner("averaged", config, replace(options, comm="threads"), team=workers,
                            average_every=options.average_every, progress=progress, callback=callback,
                            checkpoint=_checkpoint, extra=extra)
@@ -301,4 +299,4 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         return batches, None  # one minibatch per worker, averaged with equal weights
 
     return run_rounds("averaged", config, workers, progress, callback, options, Replica, sample, split, extra,
-                      _fault, _checkpoint)
+                      _checkpoint)

@@ -118,7 +118,7 @@ class Options(SchemeOptions):
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
-        _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
+        _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train ``workers`` independent learners that share weights per ``options.sync``.
 
     Parameters
@@ -201,7 +201,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
     tasks = [dict(config=config, worker=k, budget=budgets[k], sync=options.sync,
                   sync_every=sync_every, final_fraction=options.final_fraction, clock=RunClock.of(loop),
                   base=parent.base,
-                  report_every_s=loop.report_every_s / 2, fault=_fault, checkpointing=_checkpoint is not None,
+                  report_every_s=loop.report_every_s / 2, checkpointing=_checkpoint is not None,
                   resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
     def learners() -> None:
@@ -532,7 +532,7 @@ def _learner_task(ch: Channel, *, config: TrainConfig, worker: int, sync: str, s
 
     ``base``: the learners' common weights, the initial ones or a resumed run's last sync's;
     ``kw``: :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports,
-    fault, checkpointing, resume).
+    checkpointing, resume).
     """
     # A learner's budget is its own share of the run's env steps: prioritized replay anneals beta to 1 over it.
     own = config if kw["budget"] is None else config.replace(total_env_steps=kw["budget"])

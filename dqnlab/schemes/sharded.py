@@ -126,7 +126,7 @@ class Replica(replica.Replica):
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
-        _fault: dict[str, Any] | None = None, _checkpoint: Any = None) -> RunResult:
+        _checkpoint: Any = None) -> RunResult:
     """Train one learner whose every update is split across ``workers`` processes.
 
     Parameters
@@ -169,8 +169,6 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         if reason:
             raise ValueError(f"sharded with comm='threads' runs on the compiled core, and {reason}; "
                              f"use comm='allreduce'")
-        if _fault is not None:
-            raise ValueError("a fault is injected into a worker process; comm='threads' has none")
         return one_learner("sharded", config, replace(options, comm="threads"), team=workers, progress=progress,
                            callback=callback, checkpoint=_checkpoint, extra=extra)
     options = replace(options, comm=comm)
@@ -182,4 +180,4 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         return shard(batches[0], workers)  # joblib: the shards, averaged weighted by their sizes
 
     return run_rounds("sharded", config, workers, progress, callback, options, Replica, sample, split, extra,
-                      _fault, _checkpoint)
+                      _checkpoint)

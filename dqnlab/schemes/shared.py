@@ -108,7 +108,7 @@ class Options(SchemeOptions):
 
 def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bool = True,
         callback: Callable[[RunResult], Any] | None = None,
-        _fault: dict[str, Any] | None = None, _checkpoint: Checkpointer | None = None) -> RunResult:
+        _checkpoint: Checkpointer | None = None) -> RunResult:
     """Train one model, in shared memory, with ``workers`` acting-and-learning processes.
 
     Parameters
@@ -205,7 +205,7 @@ def run(config: TrainConfig, options: Options, *, workers: int = 1, progress: bo
         budgets = split_budget(config.total_env_steps, workers)
         tasks = [dict(block=block.handle, config=config, worker=k, workers=workers, own=options.sample == "own",
                       budget=budgets[k], clock=RunClock.of(loop), report_every_s=loop.report_every_s / 2,
-                      fault=_fault, checkpointing=_checkpoint is not None,
+                      checkpointing=_checkpoint is not None,
                       resume=None if resumed is None else resumed["workers"][k]) for k in range(workers)]
 
         def workers_act_and_learn() -> None:
@@ -419,7 +419,7 @@ def _shared_task(ch: Channel, *, block: BlockHandle, config: TrainConfig, worker
     """One worker of the shared scheme: act on its boards, learn on the shared model.
 
     ``block``: the run's :attr:`SharedBlock.handle`; ``own``: sample its own segment only; ``kw``:
-    :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports, fault, checkpointing, resume).
+    :class:`~dqnlab.parallel.workers.LearnerWorker`'s (budget, clock, reports, checkpointing, resume).
     """
     # (the learner and its views into the block are gone with the task object, before the block closes)
     with SharedBlock.attach(block) as shared:

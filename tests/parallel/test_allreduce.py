@@ -17,6 +17,7 @@ from dqnlab import DQNAgent, TrainConfig
 from dqnlab.parallel.addresses import route_interface
 from dqnlab.parallel.allreduce import AllReduceGroup
 from dqnlab.parallel.collectives import COLLECTIVE_TIMEOUT_S, Collectives
+from dqnlab.parallel.faults import inject
 from dqnlab.parallel.parts import HEADER, pack_minibatch, shipped_columns, unpack_minibatch
 from dqnlab.parallel.weights import average_weights
 from dqnlab.runtime.errors import WorkerError
@@ -181,18 +182,16 @@ def test_prioritized_n_step_runs_over_the_allreduce_set_every_samples_priority(c
 @pytest.mark.parametrize("scheme", ["sharded", "averaged"])
 def test_a_killed_worker_rank_ends_the_run_naming_it(cfg, scheme):
     t0 = time.monotonic()
-    with pytest.raises(WorkerError, match="worker 1") as err:
-        dqnlab.train(scheme, cfg, workers=2, progress=False, comm="allreduce",
-                     _fault={"worker": 1, "after_updates": 5, "kind": "exit"})
+    with pytest.raises(WorkerError, match="worker 1") as err, inject({"worker": 1, "after_updates": 5, "kind": "exit"}):
+        dqnlab.train(scheme, cfg, workers=2, progress=False, comm="allreduce")
     # the dead rank's closed connections fail the collective at once: no wait for the timeout
     assert time.monotonic() - t0 < COLLECTIVE_TIMEOUT_S
     assert err.value.partial.env_steps > 0 and err.value.partial.updates >= 5
 
 
 def test_a_raising_worker_rank_is_named_with_its_message(cfg):
-    with pytest.raises(WorkerError, match="injected fault in worker 1"):
-        dqnlab.train("sharded", cfg, workers=2, progress=False, comm="allreduce",
-                     _fault={"worker": 1, "after_updates": 3})
+    with pytest.raises(WorkerError, match="injected fault in worker 1"), inject({"worker": 1, "after_updates": 3}):
+        dqnlab.train("sharded", cfg, workers=2, progress=False, comm="allreduce")
 
 
 def test_gloo_listens_on_the_interface_of_the_route_to_the_store_and_the_environment_is_left_as_it_was(monkeypatch):

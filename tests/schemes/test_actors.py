@@ -18,6 +18,7 @@ import torch
 
 import dqnlab
 from dqnlab import RunResult, TrainConfig
+from dqnlab.parallel.faults import inject
 from dqnlab.runtime.results import TIME_SPLIT_KEYS
 from dqnlab.schemes import WorkerError
 from dqnlab.schemes.actors import SLACK_UPDATES, apex_epsilons
@@ -122,8 +123,8 @@ def test_apex_epsilon_per_actor_in_the_episodes(cfg):
 
 def test_actor_exception_surfaces_with_index_traceback_and_games(cfg):
     config = cfg.replace(total_env_steps=40_000, n_envs=4)
-    with pytest.raises(WorkerError) as info:
-        dqnlab.train("actors", config, workers=2, progress=False, _fault={"worker": 1, "after_env_steps": 1_200})
+    with pytest.raises(WorkerError) as info, inject({"worker": 1, "after_env_steps": 1_200}):
+        dqnlab.train("actors", config, workers=2, progress=False)
     err = info.value
     assert err.worker == 1 and err.scheme == "actors"
     assert "injected fault in worker 1" in str(err) and "check_fault" in err.worker_traceback

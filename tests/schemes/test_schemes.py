@@ -15,6 +15,7 @@ from helpers import check_totals, max_diff
 
 import dqnlab
 from dqnlab import RunResult, TrainConfig
+from dqnlab.parallel.faults import inject
 from dqnlab.schemes import SCHEMES, WorkerError
 
 PARALLEL = ("independent", "shared", "sharded", "averaged")
@@ -69,8 +70,8 @@ def test_worker_exception_surfaces_with_index_traceback_and_data(cfg, scheme):
     # long-lived workers count their env steps; round workers see the update number
     fault = {"worker": 1, **({"after_env_steps": 1_000} if scheme in ("independent", "shared")
                              else {"after_updates": 100})}
-    with pytest.raises(WorkerError) as info:
-        dqnlab.train(scheme, config, workers=2, progress=False, _fault=fault)
+    with pytest.raises(WorkerError) as info, inject(fault):
+        dqnlab.train(scheme, config, workers=2, progress=False)
     err = info.value
     assert err.worker == 1 and err.scheme == scheme
     assert "injected fault in worker 1" in str(err) and "worker 1" in str(err)
@@ -83,9 +84,8 @@ def test_worker_exception_surfaces_with_index_traceback_and_data(cfg, scheme):
 
 
 def test_worker_process_crash_does_not_hang(cfg):
-    with pytest.raises(WorkerError) as info:
-        dqnlab.train("independent", cfg.replace(total_env_steps=40_000), workers=2, progress=False,
-                     _fault={"worker": 0, "after_env_steps": 800, "kind": "exit"})
+    with pytest.raises(WorkerError) as info, inject({"worker": 0, "after_env_steps": 800, "kind": "exit"}):
+        dqnlab.train("independent", cfg.replace(total_env_steps=40_000), workers=2, progress=False)
     assert "died" in str(info.value)
     assert info.value.partial is not None
 
@@ -107,13 +107,15 @@ def test_bad_scheme_options_are_clear_errors(cfg, scheme, options, match):
         dqnlab.train(scheme, cfg, workers=2, progress=False, **options)
 
 
-def test_private_hooks_are_not_advertised():
+def test_private_hooks_are_not_advertised_nor_taken():
     with pytest.raises(ValueError) as info:
         dqnlab.train("serial", TrainConfig(total_env_steps=100), workers=1, progress=False, sync="none")
     assert "_fault" not in str(info.value) and "_checkpoint" not in str(info.value) and "takes none" in str(info.value)
     with pytest.raises(ValueError) as info:
         dqnlab.train("sharded", TrainConfig(total_env_steps=100), workers=1, progress=False, sync="none")
     assert "_fault" not in str(info.value) and "it takes ['comm']" in str(info.value)
+    with pytest.raises(ValueError, match="_fault"):  # (a test injects a fault: faults.inject)
+        dqnlab.train("shared", TrainConfig(total_env_steps=100), workers=2, progress=False, _fault={"worker": 1})
     assert set(SCHEMES) >= {"serial", *PARALLEL}
 
 
