@@ -184,11 +184,11 @@ class NativeLoop:
         self._bind(tables[0], member_sums[0])
         b = self.rows.shape[0]
         self.crew = loops.crew_of(tables, member_sums, average_every * b, self.rows.shape[1], b)
-        read = [0 if average_every == 1 else k for k in range(members)]  # (every update: all equal the learner's)
+        # (averaging every update, every table equals the learner's when an update opens: the members read it)
         return [functools.partial(loops.help_average, self.team, k, self.crew, replay,
-                                  (tables[read[k]], tables[read[k]], layout, member_sums[k]), self.hp,
-                                  np.zeros_like(self.rows),
-                                  np.zeros_like(self.slopes), loops.member_work(self.work, self.crew[4][k]), ln.values)
+                                  (tables[0 if average_every == 1 else k],) * 2 + (layout, member_sums[k]), self.hp,
+                                  np.zeros_like(self.rows), np.zeros_like(self.slopes),
+                                  loops.member_work(self.work, self.crew[4][k]), ln.values)
                 for k in range(1, members)]
 
     def _bind(self, table: np.ndarray, sums: np.ndarray) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..config import TrainConfig
 from ..options import SchemeOptions
+from ..parallel.faults import injected
 from ..runtime.checkpoint import Checkpointer
 from ..runtime.driver import build_result, run_to_end
 from ..runtime.learner import Learner
@@ -76,7 +77,15 @@ def one_learner(scheme: str, config: TrainConfig, options: SchemeOptions, *, tea
     ``average_every`` 0, K - 1 helpers compute shares of every update's minibatch and the learner applies each
     update as one step (``sharded``); else each member steps a table of its own on a minibatch of its own, and
     the tables are averaged every ``average_every`` updates (``averaged``). ``scheme``, ``options`` and
-    ``extra`` name the run in its result."""
+    ``extra`` name the run in its result.
+
+    Raises
+    ------
+    ValueError
+        If a test injected a worker fault (:func:`dqnlab.parallel.faults.inject`): this run has no worker task.
+    """
+    if injected() is not None:
+        raise ValueError(f"a fault is injected into a worker task, and {scheme} runs none here")
     learner = Learner(config, device=config.device)
     resumed = checkpoint.take_state() if checkpoint is not None else None
     if resumed is not None:

@@ -126,6 +126,16 @@ def test_members_averaging_every_update_read_the_learners_table_after_it_and_the
         np.testing.assert_array_equal(runs[1].weights[name], w)
 
 
+
+@pytest.mark.parametrize("scheme", ["sharded", "averaged"])
+def test_a_fault_injected_into_a_team_of_threads_is_refused(scheme):
+    """A team's members are threads, not worker tasks: an injected fault would never fire, so the run refuses."""
+    from dqnlab.parallel.faults import inject
+
+    with pytest.raises(ValueError, match="fault is injected into a worker task"), inject({"worker": 1}):
+        dqnlab.train(scheme, _config(), workers=2, progress=False, comm="threads")
+
+
 # ----------------------------------------------------------------------------- workers as threads or processes
 @pytest.mark.parametrize("scheme", ["shared", "independent", "actors"])
 def test_long_lived_workers_are_threads_on_the_compiled_core_and_processes_elsewhere(cfg, scheme):
